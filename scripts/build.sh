@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Configures and builds fbt (Release) into ./build. Extra args go to cmake's configure step.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+cmake --build build -j"$(nproc)"

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs every build and runtime dependency of fbt from Debian 12's packages.
+set -euo pipefail
+pkgs=(cmake g++ make git pkg-config libtorch-dev libsentencepiece-dev sentencepiece
+      nlohmann-json3-dev libcli11-dev libgtest-dev libssl-dev fortunes)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo_cmd=""; [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
