@@ -1,0 +1,11 @@
+// The `fbt` subcommands: each tools/cmd_*.cpp registers one on the CLI11 app.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace fbt::cli {
+
+/// Each adds its subcommand to `app`; the subcommand's callback does the work and throws
+/// fbt::Error for bad input (main prints it and exits 1).
+void add_prepare_command(CLI::App& app);
+
+}  // namespace fbt::cli

@@ -1,0 +1,23 @@
+// `fbt`: the command-line front end (prepare, train, generate, eval-loss, info).
+#include <iostream>
+
+#include "commands.h"
+#include "fbt/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"fbt — the Full-Bandwidth Transformer (latent-feedback decoding)"};
+  app.require_subcommand(1);
+  fbt::cli::add_prepare_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const fbt::Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const c10::Error& e) {
+    std::cerr << "error: " << e.what_without_backtrace() << "\n";
+    return 1;
+  }
+  return 0;
+}
