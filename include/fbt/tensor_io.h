@@ -1,0 +1,43 @@
+// Tensor file I/O for checkpoints: named tensors + JSON metadata in the safetensors format.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+namespace fbt {
+
+/// Named tensors in insertion order.
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+/// Writes `tensors` and `metadata` to `path` in the safetensors format
+/// (8-byte little-endian header length, JSON header with dtype/shape/data_offsets per tensor and
+/// a "__metadata__" object of string values, then the raw little-endian bytes), so Python's
+/// `safetensors` can read our checkpoints. `metadata` (any JSON) is stored as the string value
+/// "__metadata__": {"fbt": metadata.dump(), "sha256": <sha256 hex of the whole data section>}.
+/// Tensors on any device/any contiguity are copied to CPU contiguous first. Supported dtypes:
+/// float32, float16, bfloat16, float64, int64, int32, int16, int8, uint8, bool.
+/// Names must be unique and not "__metadata__"; tensors are laid out in insertion order.
+/// Atomic: writes `path + ".tmp"` (fsync), then rename()s over `path`; on any failure the tmp is
+/// removed and an existing file at `path` is untouched. Throws fbt::Error on I/O failure, an
+/// unsupported dtype or a bad name.
+void save_tensors(const std::string& path, const NamedTensors& tensors,
+                  const nlohmann::json& metadata);
+
+/// The contents of a file written by save_tensors.
+struct TensorFile {
+  NamedTensors tensors;     ///< in file order (sorted by data offset), on the CPU
+  nlohmann::json metadata;  ///< the `metadata` given to save_tensors
+};
+
+/// Reads a file written by save_tensors. Validates: file exists and is readable; header length
+/// within the file; header is valid JSON; every tensor's dtype known, shape × itemsize equals
+/// its byte range, ranges within the data section and non-overlapping; file size equals header +
+/// data end (a truncated or extended file is an error that says expected vs actual size); the
+/// sha256 of the data section matches the stored one (corruption error). Every error is an
+/// fbt::Error naming `path` and the problem.
+TensorFile load_tensors(const std::string& path);
+
+}  // namespace fbt
