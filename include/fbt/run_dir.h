@@ -1,0 +1,28 @@
+// Layout of a training run directory and resolution of --checkpoint paths.
+//
+//   RUNDIR/run.json                 resolved config + provenance (git SHA, libtorch, device)
+//   RUNDIR/metrics.jsonl            one JSON line per step (+ validation lines)
+//   RUNDIR/tokenizer/               copy of the dataset's meta.json (+ tokenizer.model for BPE)
+//   RUNDIR/step-0000200/model.safetensors    weights + metadata (checkpoint.h)
+//   RUNDIR/step-0000200/trainer.safetensors  optimiser, RNG and data-loader state
+//   RUNDIR/latest                   text file naming the newest complete step directory
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace fbt {
+
+/// "step-0000200" for step 200.
+std::string step_dir_name(int64_t step);
+/// Resolves a user's --checkpoint PATH to a model file: a model.safetensors file itself, a
+/// step directory (its model.safetensors) or a run directory (the step named by RUNDIR/latest).
+/// Throws fbt::Error naming PATH when none of these applies.
+std::string resolve_checkpoint(const std::string& path);
+/// The run directory a model file belongs to (the parent of its step directory).
+std::string run_dir_of(const std::string& model_file);
+/// Atomically points RUNDIR/latest at `step_dir_name` (temporary file + rename).
+void write_latest(const std::string& run_dir, const std::string& step_dir_name);
+/// Writes `text` to `path` via `path.tmp` + rename; throws fbt::Error naming the path on failure.
+void write_file_atomic(const std::string& path, const std::string& text);
+
+}  // namespace fbt
