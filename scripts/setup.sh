@@ -2,7 +2,8 @@
 # Installs every build and runtime dependency of fbt from Debian 12's packages.
 set -euo pipefail
 pkgs=(cmake g++ make git pkg-config libtorch-dev libsentencepiece-dev sentencepiece
-      nlohmann-json3-dev libcli11-dev libgtest-dev libssl-dev fortunes)
+      nlohmann-json3-dev libcli11-dev libgtest-dev libssl-dev fortunes
+      libopenblas0-pthread)  # optimised BLAS: libtorch-dev alone pulls the reference BLAS
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

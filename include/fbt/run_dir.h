@@ -4,7 +4,8 @@
 //   RUNDIR/metrics.jsonl            one JSON line per step (+ validation lines)
 //   RUNDIR/tokenizer/               copy of the dataset's meta.json (+ tokenizer.model for BPE)
 //   RUNDIR/step-0000200/model.safetensors    weights + metadata (checkpoint.h)
-//   RUNDIR/step-0000200/trainer.safetensors  optimiser, RNG and data-loader state
+//   RUNDIR/step-0000200/optimizer.safetensors  optimiser state (optimizer_state.h)
+//   RUNDIR/step-0000200/trainer.json         step, token counts, RNG and data-loader state
 //   RUNDIR/latest                   text file naming the newest complete step directory
 #pragma once
 #include <cstdint>

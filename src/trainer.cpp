@@ -1,0 +1,361 @@
+// The training loop of `fbt train`: K-pass steps, metrics, validation, checkpoints, resume.
+#include "fbt/trainer.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include <torch/optim/adamw.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "fbt/build_info.h"
+#include "fbt/checkpoint.h"
+#include "fbt/data.h"
+#include "fbt/error.h"
+#include "fbt/optimizer_state.h"
+#include "fbt/passes.h"
+#include "fbt/run_dir.h"
+#include "fbt/train_config.h"
+
+namespace fbt {
+namespace fs = std::filesystem;
+namespace {
+
+std::atomic<bool> g_stop_requested{false};
+extern "C" void request_stop(int) { g_stop_requested = true; }
+
+/// Installs SIGINT/SIGTERM handlers for the lifetime of a run and restores the old ones.
+struct StopSignals {
+  using Handler = void (*)(int);
+  Handler old_int, old_term;
+  StopSignals() {
+    g_stop_requested = false;
+    old_int = std::signal(SIGINT, request_stop);
+    old_term = std::signal(SIGTERM, request_stop);
+  }
+  ~StopSignals() {
+    std::signal(SIGINT, old_int);
+    std::signal(SIGTERM, old_term);
+  }
+};
+
+std::string hex_encode(const torch::Tensor& bytes) {  // uint8 [N] -> hex
+  auto t = bytes.contiguous();
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const auto b = t.data_ptr<uint8_t>()[i];
+    s += digits[b >> 4];
+    s += digits[b & 15];
+  }
+  return s;
+}
+
+torch::Tensor hex_decode(const std::string& s) {
+  auto t = torch::empty({int64_t(s.size() / 2)}, torch::kUInt8);
+  for (size_t i = 0; i < s.size() / 2; ++i) t.data_ptr<uint8_t>()[i] = std::stoi(s.substr(2 * i, 2), nullptr, 16);
+  return t;
+}
+
+std::string format_duration(double seconds) {
+  const int64_t s = std::llround(std::max(0.0, seconds));
+  std::ostringstream o;
+  if (s >= 3600) o << s / 3600 << "h";
+  if (s >= 60) o << (s % 3600) / 60 << "m";
+  o << s % 60 << "s";
+  return o.str();
+}
+
+/// Mean validation loss (nats/token) under the standard forward (pass 1) and after one fused
+/// prefill pass (pass 2), over the first `max_tokens` of the split in windows of T.
+std::pair<double, double> validation_losses(FBT& model, const TokenShard& shard, int64_t batch,
+                                            int64_t T, int64_t max_tokens, const torch::Device& dev) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  SequentialLoader loader(shard, batch, T, max_tokens);
+  PassOptions o;
+  o.passes = 2;
+  double sum[2] = {0, 0};
+  int64_t n = 0;
+  while (auto b = loader.next()) {
+    auto out = forward_passes(model, b->first.to(dev), b->second.to(dev), o);
+    const int64_t count = b->first.numel();
+    for (int k = 0; k < 2; ++k) sum[k] += out.losses[k].item<double>() * count;
+    n += count;
+  }
+  model->train();
+  return {sum[0] / n, sum[1] / n};
+}
+
+struct RunState {
+  int64_t step = 0;            // steps completed
+  int64_t tokens = 0;          // training tokens seen
+  int64_t token_equivalent = 0;  // Σ tokens × passes
+  int64_t consecutive_bad = 0;
+  std::map<int64_t, int64_t> pass_counts;
+};
+
+}  // namespace
+
+TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
+  const fs::path out(opt.out_dir), data(opt.data_dir);
+  if (opt.out_dir.empty()) throw Error("--out is required");
+  if (opt.resume && opt.force) throw Error("--resume and --force exclude each other");
+
+  // ---- configuration: preset/file + --set, or the stored one on --resume
+  RunConfig rc;
+  if (opt.resume) {
+    const auto run_json = out / "run.json";
+    if (!fs::is_regular_file(run_json) || !fs::is_regular_file(out / "latest"))
+      throw Error("--resume: " + opt.out_dir + " holds no run to resume (needs run.json and latest)");
+    std::ifstream f(run_json);
+    const auto stored = nlohmann::json::parse(f);
+    rc.model = ModelConfig::from_json(stored.at("config").at("model"), run_json.string() + ": model");
+    fields_from_json(stored.at("config").at("train"), run_json.string() + ": train", rc.train);
+    if (!opt.sets.empty()) throw Error("--resume continues the stored config; --set is not allowed");
+  } else {
+    rc = RunConfig::load(opt.config);
+    for (const auto& s : opt.sets) rc.set(s);
+  }
+  if (opt.steps > 0) rc.train.steps = opt.steps;
+  rc.train.validate();
+
+  // ---- data: vocabulary and document separator come from the dataset
+  const auto meta = read_dataset_meta(opt.data_dir);
+  const auto& tok = meta.at("tokenizer");
+  const int64_t vocab = tok.at("vocab_size").get<int64_t>();
+  if (rc.model.vocab_size != vocab) {
+    if (opt.resume) throw Error("--data " + opt.data_dir + ": vocabulary " + std::to_string(vocab) +
+                                " differs from the run's " + std::to_string(rc.model.vocab_size));
+    log << "note: model.vocab_size set to " << vocab << " from " << (data / "meta.json").string() << "\n";
+    rc.model.vocab_size = vocab;
+  }
+  rc.model.doc_separator_id = tok.at("eos_id").get<int64_t>();
+  rc.model.validate();
+  const int64_t T = rc.train.seq_len > 0 ? rc.train.seq_len : rc.model.context;
+  if (T > rc.model.context)
+    throw Error("train.seq_len " + std::to_string(T) + " exceeds model.context " + std::to_string(rc.model.context));
+  auto train_shard = open_split(opt.data_dir, "train");
+  auto val_shard = open_split(opt.data_dir, "val");
+  const auto& val_meta = meta.at("splits").at("val");
+  const double val_tokens_per_byte =
+      val_meta.at("tokens").get<double>() / std::max(1.0, val_meta.at("bytes").get<double>());
+
+  // ---- run directory
+  if (!opt.resume && fs::exists(out / "run.json") && !opt.force)
+    throw Error("--out " + opt.out_dir + " already holds a run (run.json); use --resume to continue it or --force to replace it");
+  if (opt.force && fs::exists(out)) {
+    for (const auto& entry : fs::directory_iterator(out)) {
+      const auto name = entry.path().filename().string();
+      if (name.rfind("step-", 0) == 0 || name == "latest" || name == "metrics.jsonl" || name == "run.json" || name == "tokenizer")
+        fs::remove_all(entry.path());
+    }
+  }
+  fs::create_directories(out / "tokenizer");
+  fs::copy_file(data / "meta.json", out / "tokenizer" / "meta.json", fs::copy_options::overwrite_existing);
+  if (tok.contains("model"))
+    fs::copy_file(data / tok.at("model").get<std::string>(), out / "tokenizer" / tok.at("model").get<std::string>(),
+                  fs::copy_options::overwrite_existing);
+
+  const torch::Device device(opt.device);
+  const nlohmann::json record{{"config", rc.to_json()},
+                              {"data", fs::absolute(data).string()},
+                              {"git_sha", git_sha()},
+                              {"torch_version", torch_version()},
+                              {"device", opt.device},
+                              {"threads", torch::get_num_threads()},
+                              {"parameters", rc.model.parameter_count()}};
+  if (!opt.resume) write_file_atomic((out / "run.json").string(), record.dump(2) + "\n");
+  log << "fbt train  git " << git_sha() << "  libtorch " << torch_version() << "  device " << opt.device
+      << "  threads " << torch::get_num_threads() << "\n"
+      << rc.to_json().dump(2) << "\n"
+      << "parameters: " << rc.model.parameter_count() << "  tokens/step: " << rc.train.batch_size * T
+      << "  expected passes/step: " << rc.train.pass_schedule.expected_passes() << "\n";
+
+  // ---- model, optimiser, RNGs, loader
+  const auto& tc = rc.train;
+  torch::manual_seed(tc.seed);
+  FBT model(rc.model);
+  model->to(device);
+  model->train();
+  std::vector<torch::Tensor> decay, no_decay;  // weight decay on matrices only
+  for (auto& p : model->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  auto adam = torch::optim::AdamWOptions(tc.lr).betas({tc.beta1, tc.beta2}).weight_decay(tc.weight_decay);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(adam));
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(adam.weight_decay(0.0)));
+  torch::optim::AdamW optimizer(std::move(groups));
+  BatchLoader loader(train_shard, tc.batch_size, T, tc.seed);
+  std::mt19937_64 pass_rng(tc.seed ^ 0x9E3779B97F4A7C15ULL);
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(tc.seed + 1);
+  RunState st;
+
+  if (opt.resume) {
+    std::ifstream lf(out / "latest");
+    std::string name;
+    lf >> name;
+    const auto dir = out / name;
+    load_weights((dir / "model.safetensors").string(), model);
+    const auto opt_file = (dir / "optimizer.safetensors").string();
+    load_adamw_state(optimizer, model, load_tensors(opt_file).tensors, opt_file);
+    std::ifstream tf(dir / "trainer.json");
+    const auto tj = nlohmann::json::parse(tf);
+    st.step = tj.at("step");
+    st.tokens = tj.at("tokens");
+    st.token_equivalent = tj.at("token_equivalent");
+    st.consecutive_bad = tj.at("consecutive_bad");
+    for (const auto& [k, v] : tj.at("pass_counts").items()) st.pass_counts[std::stoll(k)] = v;
+    std::istringstream(tj.at("pass_rng").get<std::string>()) >> pass_rng;
+    generator.set_state(hex_decode(tj.at("torch_generator")));
+    loader.set_state(tj.at("loader"));
+    log << "resumed from " << dir.string() << " at step " << st.step << "\n";
+  }
+
+  auto save_checkpoint = [&] {
+    const auto name = step_dir_name(st.step);
+    const auto tmp = out / (name + ".tmp"), final_dir = out / name;
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+    save_model((tmp / "model.safetensors").string(), model, tok, st.step);
+    save_tensors((tmp / "optimizer.safetensors").string(), adamw_state(optimizer, model), {{"step", st.step}});
+    std::ostringstream rng;
+    rng << pass_rng;
+    nlohmann::json counts = nlohmann::json::object();
+    for (const auto& [k, v] : st.pass_counts) counts[std::to_string(k)] = v;
+    const nlohmann::json tj{{"step", st.step}, {"tokens", st.tokens}, {"token_equivalent", st.token_equivalent},
+                            {"consecutive_bad", st.consecutive_bad}, {"pass_counts", counts},
+                            {"pass_rng", rng.str()}, {"torch_generator", hex_encode(generator.get_state())},
+                            {"loader", loader.state()}};
+    write_file_atomic((tmp / "trainer.json").string(), tj.dump(2) + "\n");
+    fs::remove_all(final_dir);
+    fs::rename(tmp, final_dir);
+    write_latest(opt.out_dir, name);
+  };
+
+  // ---- the loop
+  std::ofstream metrics(out / "metrics.jsonl", std::ios::app);
+  const bool tty = isatty(STDOUT_FILENO) && &log == &std::cout;
+  StopSignals signals;
+  TrainResult result;
+  auto params = model->parameters();
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t first_step = st.step;
+  auto validate = [&] {
+    auto [standard, fused1] = validation_losses(model, val_shard, tc.batch_size, T, tc.eval_tokens, device);
+    result.val_standard = standard;
+    result.val_fused1 = fused1;
+    const double to_bpb = val_tokens_per_byte / std::log(2.0);
+    metrics << nlohmann::json{{"step", st.step},
+                              {"val", {{"standard", {{"loss", standard}, {"bpb", standard * to_bpb}}},
+                                       {"fused1", {{"loss", fused1}, {"bpb", fused1 * to_bpb}}}}}}.dump()
+            << "\n" << std::flush;
+    log << (tty ? "\n" : "") << "step " << st.step << "  val standard " << std::fixed << std::setprecision(4)
+        << standard << "  fused(1) " << fused1 << " nats/token  (" << standard * to_bpb << " / "
+        << fused1 * to_bpb << " bits/byte)\n" << std::defaultfloat;
+  };
+
+  while (st.step < tc.steps) {
+    const auto step_start = std::chrono::steady_clock::now();
+    const int64_t K = tc.pass_schedule.draw(st.step, tc.steps, pass_rng);
+    auto [x, y] = loader.next();
+    const double lr = tc.lr_at(st.step);
+    for (auto& g : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+
+    PassOptions po;
+    po.passes = K;
+    po.jitter = tc.jitter;
+    po.mixin_prob = tc.mixin_prob;
+    po.detach = tc.detach;
+    po.checkpoint = tc.activation_checkpointing;
+    po.later_weight = tc.later_weight;
+    po.generator = generator;
+    auto out_pass = forward_passes(model, x.to(device), y.to(device), po);
+    const double loss = out_pass.loss.item<double>();
+    double grad_norm = std::nan("");
+    bool ok = std::isfinite(loss);
+    if (ok) {
+      out_pass.loss.backward();
+      grad_norm = torch::nn::utils::clip_grad_norm_(params, tc.grad_clip > 0 ? tc.grad_clip : INFINITY);
+      ok = std::isfinite(grad_norm);
+      if (ok) optimizer.step();
+    }
+    // Drop gradients (set to none): parameters unused by a step (the fusion when K = 1) then
+    // get no AdamW update, the same whether or not earlier steps in this process used them,
+    // which keeps a resumed run identical to an uninterrupted one.
+    for (auto& p : params) p.mutable_grad() = torch::Tensor();
+    ++st.step;
+    result.losses.push_back(ok ? loss : std::nan(""));
+    nlohmann::json line{{"step", st.step}, {"passes", K}, {"lr", lr}};
+    if (!ok) {
+      ++st.consecutive_bad;
+      line["skipped"] = "non-finite " + std::string(std::isfinite(loss) ? "gradient" : "loss");
+      metrics << line.dump() << "\n" << std::flush;
+      log << "step " << st.step << ": non-finite " << (std::isfinite(loss) ? "gradient" : "loss")
+          << ", update skipped (" << st.consecutive_bad << " in a row)\n";
+      if (st.consecutive_bad >= tc.max_bad_steps) {
+        save_checkpoint();
+        throw Error("stopping: " + std::to_string(st.consecutive_bad) +
+                    " consecutive non-finite steps (train.max_bad_steps); lower train.lr or check the data");
+      }
+    } else {
+      st.consecutive_bad = 0;
+      const int64_t n = x.numel();
+      st.tokens += n;
+      st.token_equivalent += n * K;
+      ++st.pass_counts[K];
+      const auto now = std::chrono::steady_clock::now();
+      const double step_s = std::chrono::duration<double>(now - step_start).count();
+      const double elapsed = std::chrono::duration<double>(now - t0).count();
+      std::vector<double> per_pass;
+      for (const auto& l : out_pass.losses) per_pass.push_back(l.item<double>());
+      line.update({{"tokens", st.tokens}, {"token_equivalent", st.token_equivalent}, {"losses", per_pass},
+                   {"loss", loss}, {"grad_norm", grad_norm}, {"tokens_per_s", n / step_s}, {"elapsed_s", elapsed}});
+      metrics << line.dump() << "\n" << std::flush;
+      const double eta = elapsed / double(st.step - first_step) * double(tc.steps - st.step);
+      if (tty) {
+        const int width = 30, filled = int(width * st.step / tc.steps);
+        log << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << st.step << "/"
+            << tc.steps << "  loss " << std::fixed << std::setprecision(3) << loss << "  K=" << K << "  "
+            << std::setprecision(0) << n / step_s << " tok/s  ETA " << format_duration(eta) << "   "
+            << std::defaultfloat << std::flush;
+      } else if (st.step % tc.log_every == 0 || st.step == tc.steps) {
+        log << "step " << st.step << "/" << tc.steps << "  loss " << std::fixed << std::setprecision(4) << loss
+            << "  K=" << K << "  lr " << std::scientific << std::setprecision(2) << lr << std::fixed
+            << "  grad_norm " << std::setprecision(3) << grad_norm << "  " << std::setprecision(0) << n / step_s
+            << " tok/s  elapsed " << format_duration(elapsed) << "  ETA " << format_duration(eta) << "\n"
+            << std::defaultfloat << std::flush;
+      }
+    }
+    const bool last = st.step == tc.steps;
+    if ((tc.eval_every > 0 && st.step % tc.eval_every == 0) || last) validate();
+    if ((tc.checkpoint_every > 0 && st.step % tc.checkpoint_every == 0) || last || g_stop_requested) save_checkpoint();
+    if (g_stop_requested && !last) {
+      log << (tty ? "\n" : "") << "interrupted: checkpoint written at step " << st.step << " ("
+          << (out / step_dir_name(st.step)).string() << "); continue with --resume\n";
+      result.interrupted = true;
+      break;
+    }
+  }
+  if (tty) log << "\n";
+  result.last_step = st.step;
+  std::ostringstream fractions;
+  for (const auto& [k, v] : st.pass_counts)
+    fractions << "K=" << k << ": " << std::fixed << std::setprecision(3)
+              << double(v) / std::max<int64_t>(1, st.step) << "  ";
+  log << "done: " << st.step << " steps, " << st.tokens << " tokens, token-equivalent compute "
+      << st.token_equivalent << " (" << std::setprecision(3)
+      << double(st.token_equivalent) / std::max<int64_t>(1, st.tokens) << "x)  " << fractions.str() << "\n"
+      << std::defaultfloat;
+  return result;
+}
+
+}  // namespace fbt

@@ -1,0 +1,24 @@
+// `fbt train`: parse flags into TrainOptions and run the training loop.
+#include <iostream>
+
+#include "commands.h"
+#include "fbt/trainer.h"
+
+namespace fbt::cli {
+
+void add_train_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("train", "Train an FBT model on a prepared dataset");
+  auto opt = std::make_shared<TrainOptions>();
+  cmd->add_option("--config", opt->config, "Preset (debug, small, 1b) or JSON file {model, train}")
+      ->capture_default_str();
+  cmd->add_option("--data", opt->data_dir, "Dataset directory from `fbt prepare`")->required();
+  cmd->add_option("--out", opt->out_dir, "Run directory")->required();
+  cmd->add_option("--set", opt->sets, "Override a setting: model.KEY=VALUE or train.KEY=VALUE (repeatable)");
+  cmd->add_option("--steps", opt->steps, "Training steps (overrides train.steps)");
+  cmd->add_flag("--resume", opt->resume, "Continue the run in --out from its latest checkpoint");
+  cmd->add_flag("--force", opt->force, "Replace a different run already in --out");
+  cmd->add_option("--device", opt->device, "cpu or cuda")->capture_default_str();
+  cmd->callback([opt] { run_training(*opt, std::cout); });
+}
+
+}  // namespace fbt::cli
