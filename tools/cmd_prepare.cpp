@@ -1,0 +1,41 @@
+// `fbt prepare`: the CLI front of fbt::prepare_dataset (corpus -> tokenizer, shards, meta.json).
+#include <iostream>
+#include <memory>
+
+#include "commands.h"
+#include "fbt/error.h"
+#include "fbt/prepare.h"
+
+namespace fbt::cli {
+
+void add_prepare_command(CLI::App& app) {
+  auto opts = std::make_shared<PrepareOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "prepare", "Tokenize a corpus into DIR/{train.bin,val.bin,meta.json[,tokenizer.model]}");
+  cmd->add_option("--input", opts->inputs,
+                  "Corpus: text files, directories (recursive) or *.jsonl; documents are "
+                  "separated by EOS")->required();
+  cmd->add_option("--out", opts->out_dir, "Output data directory")->required();
+  cmd->add_option("--tokenizer", opts->tokenizer, "bpe (sentencepiece) or byte (256 bytes + specials)")
+      ->check(CLI::IsMember({"bpe", "byte"}))->capture_default_str();
+  CLI::Option* vocab = cmd->add_option("--vocab-size", opts->vocab_size, "BPE vocab size to train")
+                           ->capture_default_str();
+  cmd->add_option("--val-fraction", opts->val_fraction, "Fraction of documents held out, in (0, 1)")
+      ->capture_default_str();
+  cmd->add_option("--seed", opts->seed, "Seed for the split and the tokenizer's training sample")
+      ->capture_default_str();
+  cmd->add_option("--tokenizer-model", opts->tokenizer_model,
+                  "Reuse this sentencepiece model instead of training one")->excludes(vocab);
+  cmd->add_option("--text-field", opts->text_field, "JSONL field holding the text")->capture_default_str();
+  cmd->add_option("--doc-split", opts->doc_split,
+                  "Documents of text files: file (one per file) or blank (blank-line blocks)")
+      ->check(CLI::IsMember({"file", "blank"}))->capture_default_str();
+  cmd->add_flag("--force", opts->force, "Overwrite a different dataset already in --out");
+  cmd->callback([opts, vocab] {
+    if (opts->tokenizer == "byte" && vocab->count() > 0)
+      throw Error("--vocab-size applies to --tokenizer bpe only (the byte tokenizer has 259 ids)");
+    prepare_dataset(*opts, std::cout);
+  });
+}
+
+}  // namespace fbt::cli
