@@ -7,5 +7,7 @@ namespace fbt::cli {
 /// Each adds its subcommand to `app`; the subcommand's callback does the work and throws
 /// fbt::Error for bad input (main prints it and exits 1).
 void add_prepare_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
+void add_eval_loss_command(CLI::App& app);
 
 }  // namespace fbt::cli

@@ -8,6 +8,8 @@ int main(int argc, char** argv) {
   CLI::App app{"fbt — the Full-Bandwidth Transformer (latent-feedback decoding)"};
   app.require_subcommand(1);
   fbt::cli::add_prepare_command(app);
+  fbt::cli::add_generate_command(app);
+  fbt::cli::add_eval_loss_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

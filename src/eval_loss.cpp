@@ -1,0 +1,91 @@
+// Loss evaluation: nats/token and bits/byte after 0..K fused prefill passes and sequentially.
+#include "fbt/eval_loss.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <torch/nn/functional/loss.h>
+
+#include "fbt/decode.h"
+#include "fbt/error.h"
+#include "fbt/passes.h"
+
+namespace fbt {
+namespace {
+
+/// UTF-8 bytes that tokens [start, start+n) of `shard` decode to, decoded in chunks of at most
+/// 2^20 tokens, each cut just after its last separator (EOS) so that no character is split.
+int64_t decoded_bytes(const TokenShard& shard, int64_t start, int64_t n, const Tokenizer& tokenizer) {
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  std::vector<int64_t> ids;
+  int64_t bytes = 0;
+  for (int64_t pos = start, end = start + n; pos < end;) {
+    ids.resize(static_cast<size_t>(std::min(kChunk, end - pos)));
+    shard.read(pos, static_cast<int64_t>(ids.size()), ids.data());
+    size_t take = ids.size();
+    if (pos + static_cast<int64_t>(take) < end) {
+      const auto last_eos = std::find(ids.rbegin(), ids.rend(), tokenizer.eos_id());
+      if (last_eos != ids.rend()) take = static_cast<size_t>(ids.rend() - last_eos);
+    }
+    ids.resize(take);
+    bytes += static_cast<int64_t>(tokenizer.decode(ids).size());
+    pos += static_cast<int64_t>(take);
+  }
+  return bytes;
+}
+
+/// Summed cross-entropy in nats of logits [B,T,V] against targets [B,T].
+double summed_nats(const torch::Tensor& logits, const torch::Tensor& targets) {
+  namespace F = torch::nn::functional;
+  return F::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), targets.reshape({-1}),
+                          F::CrossEntropyFuncOptions().reduction(torch::kSum))
+      .item<double>();
+}
+
+}  // namespace
+
+std::vector<LossResult> evaluate_loss(FBT& model, const TokenShard& shard, const Tokenizer& tokenizer,
+                                      const LossEvalOptions& o) {
+  if (o.passes < 0) throw Error("--passes must be >= 0 (got " + std::to_string(o.passes) + ")");
+  if (o.batch < 1) throw Error("--batch must be >= 1 (got " + std::to_string(o.batch) + ")");
+  const int64_t V = model->config().vocab_size, T = model->config().context;
+  if (shard.vocab_size() != V)
+    throw Error("token shard '" + shard.path() + "' has vocab " + std::to_string(shard.vocab_size()) +
+                " but the model has vocab_size " + std::to_string(V));
+
+  torch::NoGradGuard no_grad;
+  const bool was_training = model->is_training();
+  model->eval();
+  const auto device = model->parameters().front().device();
+  const int64_t n_modes = o.passes + 1 + (o.sequential ? 1 : 0);
+  std::vector<double> nats(static_cast<size_t>(n_modes), 0.0);  // summed over all targets
+
+  SequentialLoader loader(shard, o.batch, T, o.max_tokens);
+  PassOptions pass_options;
+  pass_options.passes = o.passes + 1;
+  while (auto batch = loader.next()) {
+    auto inputs = batch->first.to(device), targets = batch->second.to(device);  // [b,T] each
+    const auto out = forward_passes(model, inputs, targets, pass_options);
+    const double count = static_cast<double>(targets.numel());
+    for (int64_t p = 0; p <= o.passes; ++p) nats[p] += out.losses[p].item<double>() * count;
+    if (o.sequential) nats.back() += summed_nats(sequential_logits(model, inputs), targets);
+  }
+  model->train(was_training);
+
+  const int64_t tokens = loader.num_windows() * T;
+  const int64_t bytes = decoded_bytes(shard, 1, tokens, tokenizer);
+  std::vector<LossResult> results;
+  for (int64_t m = 0; m < n_modes; ++m) {
+    LossResult r;
+    r.name = m <= o.passes ? "passes=" + std::to_string(m) : "sequential";
+    r.nats_per_token = nats[m] / static_cast<double>(tokens);
+    r.bits_per_byte = bytes > 0 ? nats[m] / std::log(2.0) / static_cast<double>(bytes)
+                                : std::numeric_limits<double>::quiet_NaN();
+    r.tokens = tokens;
+    results.push_back(r);
+  }
+  return results;
+}
+
+}  // namespace fbt

@@ -1,0 +1,49 @@
+// Helpers shared by the inference subcommands: --checkpoint loading, --device, vocab checks.
+#include "cli_common.h"
+
+#include <filesystem>
+
+#include <torch/cuda.h>
+
+#include "fbt/error.h"
+#include "fbt/run_dir.h"
+
+namespace fbt::cli {
+
+LoadedCheckpoint load_checkpoint(const std::string& path, const std::string& device) {
+  if (device != "cpu" && device != "cuda")
+    throw Error("--device: unknown value '" + device + "' (expected one of: cpu, cuda)");
+  if (device == "cuda" && !torch::cuda::is_available()) throw Error("--device cuda: no CUDA device is available");
+  LoadedCheckpoint c;
+  c.model_file = resolve_checkpoint(path);
+  c.model = load_model(c.model_file, &c.info);
+  c.model->to(torch::Device(device));
+  c.model->eval();
+  return c;
+}
+
+std::unique_ptr<Tokenizer> load_run_tokenizer(const LoadedCheckpoint& checkpoint) {
+  const std::string dir = (std::filesystem::path(run_dir_of(checkpoint.model_file)) / "tokenizer").string();
+  if (!std::filesystem::is_directory(dir))
+    throw Error("checkpoint '" + checkpoint.model_file + "' has no tokenizer directory '" + dir + "'");
+  auto tokenizer = Tokenizer::load(dir);
+  check_tokenizer_matches(tokenizer->meta(), dir, checkpoint);
+  return tokenizer;
+}
+
+void check_tokenizer_matches(const nlohmann::json& meta, const std::string& origin,
+                             const LoadedCheckpoint& checkpoint) {
+  const int64_t model_vocab = checkpoint.model->config().vocab_size;
+  const auto vocab = meta.value("vocab_size", int64_t{-1});
+  if (vocab != model_vocab)
+    throw Error("tokenizer of '" + origin + "' has vocab_size " + std::to_string(vocab) + " but checkpoint '" +
+                checkpoint.model_file + "' has vocab_size " + std::to_string(model_vocab));
+  for (const char* field : {"type", "model_sha256"}) {
+    const auto& own = checkpoint.info.tokenizer;
+    if (own.is_object() && own.contains(field) && meta.contains(field) && own[field] != meta[field])
+      throw Error("tokenizer of '" + origin + "' has " + field + " " + meta[field].dump() + " but checkpoint '" +
+                  checkpoint.model_file + "' was trained with " + own[field].dump());
+  }
+}
+
+}  // namespace fbt::cli

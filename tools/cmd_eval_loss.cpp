@@ -1,0 +1,67 @@
+// `fbt eval-loss`: validation loss after 0..K fused prefill passes (and sequentially) as a table.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "fbt/data.h"
+#include "fbt/eval_loss.h"
+#include "fbt/run_dir.h"
+
+namespace fbt::cli {
+namespace {
+
+struct EvalLossArgs {
+  std::string checkpoint, data, split = "val", json, device = "cpu";
+  LossEvalOptions options;
+};
+
+void run_eval_loss(const EvalLossArgs& a) {
+  auto checkpoint = load_checkpoint(a.checkpoint, a.device);
+  const auto tokenizer = Tokenizer::load(a.data);
+  check_tokenizer_matches(tokenizer->meta(), a.data, checkpoint);
+  const TokenShard shard = open_split(a.data, a.split);
+
+  const auto results = evaluate_loss(checkpoint.model, shard, *tokenizer, a.options);
+  std::cout << "checkpoint " << checkpoint.model_file << " (step " << checkpoint.info.step << "), data "
+            << shard.path() << ", windows of " << checkpoint.model->config().context << " tokens\n"
+            << "| mode | nats/token | bits/byte | tokens |\n|---|---|---|---|\n";
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : results) {
+    char line[160];
+    std::snprintf(line, sizeof line, "| %s | %.4f | %.4f | %lld |\n", r.name.c_str(), r.nats_per_token,
+                  r.bits_per_byte, static_cast<long long>(r.tokens));
+    std::cout << line;
+    rows.push_back({{"name", r.name}, {"nats_per_token", r.nats_per_token},
+                    {"bits_per_byte", r.bits_per_byte}, {"tokens", r.tokens}});
+  }
+  if (!a.json.empty()) {
+    const nlohmann::json out{{"checkpoint", checkpoint.model_file}, {"step", checkpoint.info.step},
+                             {"data", a.data}, {"split", a.split}, {"context", checkpoint.model->config().context},
+                             {"max_tokens", a.options.max_tokens}, {"results", rows}};
+    write_file_atomic(a.json, out.dump(2) + "\n");
+  }
+}
+
+}  // namespace
+
+void add_eval_loss_command(CLI::App& app) {
+  auto a = std::make_shared<EvalLossArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "eval-loss", "Loss (nats/token, bits/byte) after 0..K fused prefill passes on a data split");
+  cmd->add_option("--checkpoint", a->checkpoint, "Model file, step directory or run directory")->required();
+  cmd->add_option("--data", a->data, "Prepared data directory (fbt prepare)")->required();
+  cmd->add_option("--split", a->split, "Split to score")->check(CLI::IsMember({"val", "train"}))
+      ->capture_default_str();
+  cmd->add_option("--max-tokens", a->options.max_tokens, "Target tokens to score at most (-1: all)")
+      ->capture_default_str();
+  cmd->add_option("--passes", a->options.passes, "Report 0..K fused prefill passes")->capture_default_str();
+  cmd->add_flag("--sequential", a->options.sequential, "Also score the exact sequential soft recurrence (slow)");
+  cmd->add_option("--batch", a->options.batch, "Windows per forward")->capture_default_str();
+  cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--json", a->json, "Also write the results to this JSON file");
+  cmd->callback([a] { run_eval_loss(*a); });
+}
+
+}  // namespace fbt::cli

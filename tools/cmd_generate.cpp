@@ -1,0 +1,173 @@
+// `fbt generate`: streams sampled text from a checkpoint in the Standard, Soft or Fused(k) mode.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "fbt/error.h"
+#include "fbt/generate.h"
+
+namespace fbt::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string checkpoint, prompt, prompt_file, mode = "standard", device = "cpu";
+  int64_t fused_passes = 1, max_new_tokens = 200;
+  SamplingOptions sampling{/*temperature=*/0.8};
+  bool all_modes = false;
+};
+
+/// Length of the prefix of `text` that later tokens cannot change: drops a trailing incomplete
+/// UTF-8 sequence and trailing U+FFFD (what sentencepiece decodes byte pieces of a character
+/// still missing bytes to).
+size_t stable_prefix(const std::string& text) {
+  static const std::string kReplacement = "\xEF\xBF\xBD";
+  size_t end = text.size();
+  while (end >= 3 && text.compare(end - 3, 3, kReplacement) == 0) end -= 3;
+  size_t lead = end;  // index of the last character's lead byte
+  while (lead > 0 && end - lead < 4 && (static_cast<unsigned char>(text[lead - 1]) & 0xC0) == 0x80) --lead;
+  if (lead == 0) return end;  // only continuation bytes: invalid, nothing to wait for
+  --lead;
+  const auto b = static_cast<unsigned char>(text[lead]);
+  const size_t need = (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 1;
+  return end - lead < need ? lead : end;
+}
+
+/// Prints generated tokens as text while they arrive: the whole token list is decoded each time
+/// and the newly stable suffix (stable_prefix) is written and flushed.
+class TextStream {
+ public:
+  TextStream(const Tokenizer& tokenizer, std::ostream& out) : tokenizer_(tokenizer), out_(out) {}
+  void push(int64_t token) {
+    tokens_.push_back(token);
+    const std::string text = tokenizer_.decode(tokens_);
+    print_up_to(text, stable_prefix(text));
+  }
+  /// Writes whatever is left, then a newline.
+  void finish() {
+    const std::string text = tokenizer_.decode(tokens_);
+    print_up_to(text, text.size());
+    out_ << "\n" << std::flush;
+  }
+
+ private:
+  void print_up_to(const std::string& text, size_t end) {
+    if (end <= printed_) return;
+    out_ << text.substr(printed_, end - printed_) << std::flush;
+    printed_ = end;
+  }
+  const Tokenizer& tokenizer_;
+  std::ostream& out_;
+  std::vector<int64_t> tokens_;
+  size_t printed_ = 0;
+};
+
+std::string read_prompt(const GenerateArgs& a) {
+  if (a.prompt_file.empty()) return a.prompt;
+  std::ifstream in(a.prompt_file, std::ios::binary);
+  if (!in) throw Error("--prompt-file: cannot read '" + a.prompt_file + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string mode_label(DecodeMode mode, int64_t fused_passes) {
+  const std::string name = enum_to_string(mode);
+  return mode == DecodeMode::Fused ? name + "(" + std::to_string(fused_passes) + ")" : name;
+}
+
+/// Generates once in `mode`, streaming text to stdout and one timing line to stderr.
+void generate_streaming(FBT& model, const Tokenizer& tokenizer, const std::vector<int64_t>& prompt,
+                        DecodeMode mode, const GenerateArgs& a) {
+  GenerationOptions o;
+  o.mode = mode;
+  o.fused_passes = a.fused_passes;
+  o.max_new_tokens = a.max_new_tokens;
+  o.sampling = a.sampling;
+  o.eos_id = tokenizer.eos_id();
+  o.pad_id = tokenizer.pad_id();
+  TextStream stream(tokenizer, std::cout);
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  std::optional<Clock::time_point> first;  // when the first token arrived (after the prefill)
+  o.on_token = [&](int64_t, int64_t token) {
+    if (!first) first = Clock::now();
+    stream.push(token);
+  };
+  const int64_t n = static_cast<int64_t>(generate(model, {prompt}, o)[0].size());
+  stream.finish();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const double first_ms = first ? std::chrono::duration<double, std::milli>(*first - start).count() : 0.0;
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "[%s] %lld tokens in %.3f s: %.1f tokens/s (prompt %lld tokens, first token after %.1f ms)\n",
+                mode_label(mode, a.fused_passes).c_str(), static_cast<long long>(n), seconds,
+                seconds > 0 ? n / seconds : 0.0, static_cast<long long>(prompt.size()), first_ms);
+  std::cerr << line << std::flush;
+}
+
+void run_generate(const GenerateArgs& a) {
+  const auto mode = enum_from_string<DecodeMode>(a.mode, "--mode");
+  if (a.fused_passes < 1) throw Error("--fused-passes must be >= 1 (got " + std::to_string(a.fused_passes) + ")");
+  if (a.max_new_tokens < 0)
+    throw Error("--max-new-tokens must be >= 0 (got " + std::to_string(a.max_new_tokens) + ")");
+  const std::string text = read_prompt(a);
+  if (text.empty()) throw Error("the prompt is empty");
+
+  auto checkpoint = load_checkpoint(a.checkpoint, a.device);
+  const auto tokenizer = load_run_tokenizer(checkpoint);
+  // Training streams are documents each followed by EOS, so a document starts right after EOS:
+  // the prompt is [EOS] + encode(text), making its first token a document start.
+  std::vector<int64_t> prompt{tokenizer->eos_id()};
+  for (int64_t id : tokenizer->encode(text)) prompt.push_back(id);
+  const int64_t context = checkpoint.model->config().context;
+  if (static_cast<int64_t>(prompt.size()) >= context)
+    throw Error("the prompt is " + std::to_string(prompt.size()) +
+                " tokens (with the leading EOS) but the model context is " + std::to_string(context) +
+                " tokens; at most " + std::to_string(context - 1) + " leave room to generate");
+
+  if (!a.all_modes) {
+    generate_streaming(checkpoint.model, *tokenizer, prompt, mode, a);
+    return;
+  }
+  for (DecodeMode m : {DecodeMode::Standard, DecodeMode::Soft, DecodeMode::Fused}) {
+    std::cout << "=== " << mode_label(m, a.fused_passes) << " ===\n" << std::flush;
+    generate_streaming(checkpoint.model, *tokenizer, prompt, m, a);
+  }
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "generate", "Stream a continuation of a prompt (the prompt is preceded by EOS, a document start)");
+  cmd->add_option("--checkpoint", a->checkpoint, "Model file, step directory or run directory")->required();
+  auto* prompt = cmd->add_option("--prompt", a->prompt, "Prompt text");
+  auto* prompt_file = cmd->add_option("--prompt-file", a->prompt_file, "File holding the prompt text");
+  prompt->excludes(prompt_file);
+  auto* mode = cmd->add_option("--mode", a->mode, "Decoding mode: standard, soft or fused (SPEC §7)")
+                   ->capture_default_str();
+  cmd->add_option("--fused-passes", a->fused_passes, "k of fused(k): extra fused passes over the prompt")
+      ->capture_default_str();
+  cmd->add_option("--max-new-tokens", a->max_new_tokens, "Tokens to generate at most (also capped by the context)")
+      ->capture_default_str();
+  cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy")->capture_default_str();
+  cmd->add_option("--top-k", a->sampling.top_k, "Keep the k most likely tokens (0 = all)")->capture_default_str();
+  cmd->add_option("--top-p", a->sampling.top_p, "Nucleus mass to keep (1 = all)")->capture_default_str();
+  cmd->add_option("--seed", a->sampling.seed, "Sampling seed")->capture_default_str();
+  cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
+  cmd->add_flag("--all-modes", a->all_modes, "Run standard, soft and fused(k) in turn with the same seed")
+      ->excludes(mode);
+  cmd->callback([a, prompt, prompt_file] {
+    if (prompt->count() + prompt_file->count() == 0) throw Error("give --prompt TEXT or --prompt-file FILE");
+    run_generate(*a);
+  });
+}
+
+}  // namespace fbt::cli
