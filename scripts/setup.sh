@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs every build and runtime dependency of fbt from Debian 12's packages.
 set -euo pipefail
-pkgs=(cmake g++ make git pkg-config libtorch-dev libsentencepiece-dev sentencepiece
+pkgs=(cmake g++ make git libtorch-dev sentencepiece
       nlohmann-json3-dev libcli11-dev libgtest-dev libssl-dev fortunes
       libopenblas0-pthread)  # optimised BLAS: libtorch-dev alone pulls the reference BLAS
 missing=()

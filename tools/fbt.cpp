@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   fbt::cli::add_prepare_command(app);
   fbt::cli::add_generate_command(app);
   fbt::cli::add_eval_loss_command(app);
+  fbt::cli::add_train_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
