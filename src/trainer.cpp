@@ -21,9 +21,11 @@
 #include "fbt/checkpoint.h"
 #include "fbt/data.h"
 #include "fbt/error.h"
+#include "fbt/eval_loss.h"
 #include "fbt/optimizer_state.h"
 #include "fbt/passes.h"
 #include "fbt/run_dir.h"
+#include "fbt/tokenizer.h"
 #include "fbt/train_config.h"
 
 namespace fbt {
@@ -73,27 +75,6 @@ std::string format_duration(double seconds) {
   if (s >= 60) o << (s % 3600) / 60 << "m";
   o << s % 60 << "s";
   return o.str();
-}
-
-/// Mean validation loss (nats/token) under the standard forward (pass 1) and after one fused
-/// prefill pass (pass 2), over the first `max_tokens` of the split in windows of T.
-std::pair<double, double> validation_losses(FBT& model, const TokenShard& shard, int64_t batch,
-                                            int64_t T, int64_t max_tokens, const torch::Device& dev) {
-  torch::NoGradGuard no_grad;
-  model->eval();
-  SequentialLoader loader(shard, batch, T, max_tokens);
-  PassOptions o;
-  o.passes = 2;
-  double sum[2] = {0, 0};
-  int64_t n = 0;
-  while (auto b = loader.next()) {
-    auto out = forward_passes(model, b->first.to(dev), b->second.to(dev), o);
-    const int64_t count = b->first.numel();
-    for (int k = 0; k < 2; ++k) sum[k] += out.losses[k].item<double>() * count;
-    n += count;
-  }
-  model->train();
-  return {sum[0] / n, sum[1] / n};
 }
 
 struct RunState {
@@ -146,9 +127,6 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
     throw Error("train.seq_len " + std::to_string(T) + " exceeds model.context " + std::to_string(rc.model.context));
   auto train_shard = open_split(opt.data_dir, "train");
   auto val_shard = open_split(opt.data_dir, "val");
-  const auto& val_meta = meta.at("splits").at("val");
-  const double val_tokens_per_byte =
-      val_meta.at("tokens").get<double>() / std::max(1.0, val_meta.at("bytes").get<double>());
 
   // ---- run directory
   if (!opt.resume && fs::exists(out / "run.json") && !opt.force)
@@ -249,18 +227,22 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
   auto params = model->parameters();
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t first_step = st.step;
+  const auto tokenizer = Tokenizer::load(opt.data_dir);
   auto validate = [&] {
-    auto [standard, fused1] = validation_losses(model, val_shard, tc.batch_size, T, tc.eval_tokens, device);
-    result.val_standard = standard;
-    result.val_fused1 = fused1;
-    const double to_bpb = val_tokens_per_byte / std::log(2.0);
+    LossEvalOptions eo;
+    eo.max_tokens = tc.eval_tokens;
+    eo.passes = 1;
+    eo.batch = tc.batch_size;
+    const auto r = evaluate_loss(model, val_shard, *tokenizer, eo);  // [passes=0, passes=1]
+    result.val_standard = r[0].nats_per_token;
+    result.val_fused1 = r[1].nats_per_token;
     metrics << nlohmann::json{{"step", st.step},
-                              {"val", {{"standard", {{"loss", standard}, {"bpb", standard * to_bpb}}},
-                                       {"fused1", {{"loss", fused1}, {"bpb", fused1 * to_bpb}}}}}}.dump()
+                              {"val", {{"standard", {{"loss", r[0].nats_per_token}, {"bpb", r[0].bits_per_byte}}},
+                                       {"fused1", {{"loss", r[1].nats_per_token}, {"bpb", r[1].bits_per_byte}}}}}}.dump()
             << "\n" << std::flush;
     log << (tty ? "\n" : "") << "step " << st.step << "  val standard " << std::fixed << std::setprecision(4)
-        << standard << "  fused(1) " << fused1 << " nats/token  (" << standard * to_bpb << " / "
-        << fused1 * to_bpb << " bits/byte)\n" << std::defaultfloat;
+        << r[0].nats_per_token << "  fused(1) " << r[1].nats_per_token << " nats/token  (" << r[0].bits_per_byte
+        << " / " << r[1].bits_per_byte << " bits/byte)\n" << std::defaultfloat;
   };
 
   while (st.step < tc.steps) {
