@@ -6,6 +6,7 @@
 
 #include "fbt/checkpoint.h"
 #include "fbt/error.h"
+#include "temp_dir.h"
 #include "test_model_helpers.h"
 
 namespace fbt {
@@ -13,9 +14,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct CheckpointTest : ::testing::Test {
-  fs::path dir = fs::temp_directory_path() / ("fbt_ckpt_" + std::to_string(::getpid()));
-  void SetUp() override { fs::create_directories(dir); }
-  void TearDown() override { fs::remove_all(dir); }
+  testing::TempDir tmp;
+  fs::path dir = tmp.path;
   std::string path(const std::string& name) { return (dir / name).string(); }
 };
 

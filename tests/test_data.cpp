@@ -9,22 +9,13 @@
 
 #include "fbt/data.h"
 #include "fbt/error.h"
+#include "temp_dir.h"
 
 namespace fbt {
 namespace {
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("fbt_data_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using testing::TempDir;
 
 /// Writes tokens 0, 1, ..., n-1 (vocab n): a token's value is its position.
 std::string write_iota(const fs::path& dir, int64_t n, const std::string& name = "iota.bin") {

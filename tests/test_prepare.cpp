@@ -10,6 +10,7 @@
 
 #include "fbt/data.h"
 #include "fbt/error.h"
+#include "temp_dir.h"
 #include "fbt/hash.h"
 #include "fbt/prepare.h"
 #include "fbt/tokenizer.h"
@@ -18,17 +19,7 @@ namespace fbt {
 namespace {
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("fbt_prep_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using testing::TempDir;
 
 void write(const fs::path& p, const std::string& bytes) {
   fs::create_directories(p.parent_path());

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "fbt/error.h"
+#include "temp_dir.h"
 #include "fbt/hash.h"
 #include "fbt/tokenizer.h"
 
@@ -24,17 +25,7 @@ std::string slurp(const std::string& path) {
   return buf.str();
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("fbt_tok_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using testing::TempDir;
 
 void write_meta(const fs::path& dir, const nlohmann::json& tokenizer_block) {
   std::ofstream(dir / "meta.json") << nlohmann::json{{"format", "fbt-dataset"}, {"format_version", 1},

@@ -11,6 +11,7 @@
 #include "fbt/prepare.h"
 #include "fbt/train_config.h"
 #include "fbt/trainer.h"
+#include "temp_dir.h"
 
 namespace fbt {
 namespace {
@@ -77,9 +78,8 @@ TEST(RunConfig, SetOverridesAndErrors) {
 }
 
 struct TrainRun : ::testing::Test {
-  fs::path dir = fs::temp_directory_path() / ("fbt_train_" + std::to_string(::getpid()));
-  void SetUp() override { fs::create_directories(dir); }
-  void TearDown() override { fs::remove_all(dir); }
+  testing::TempDir tmp;
+  fs::path dir = tmp.path;
 
   /// Byte-level TinyShakespeare (the shared copy), prepared once per test.
   std::string prepare_shakespeare() {
