@@ -134,6 +134,31 @@ TEST_F(TrainRun, RefusesToOverwriteADifferentRun) {
   EXPECT_NO_THROW(run_training(o, log));
 }
 
+// A learning rate that overflows the weights makes every later loss non-finite: those updates
+// are skipped, logged, and after max_bad_steps in a row the run stops with a clear error
+// (after writing a checkpoint of the last state for inspection).
+TEST_F(TrainRun, NonFiniteLossesStopTheRun) {
+  const auto data = prepare_shakespeare();
+  TrainOptions o;
+  o.config = "debug";
+  o.data_dir = data;
+  o.out_dir = (dir / "run").string();
+  o.steps = 50;
+  o.sets = {"train.lr=1e30", "train.warmup_steps=0", "train.grad_clip=0", "train.max_bad_steps=3",
+            "train.eval_every=0", "train.checkpoint_every=0"};
+  std::ostringstream log;
+  try {
+    run_training(o, log);
+    FAIL() << "no error; log:\n" << log.str();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("3 consecutive non-finite steps"), std::string::npos) << e.what();
+  }
+  std::ifstream metrics(dir / "run" / "metrics.jsonl");
+  int skipped = 0;
+  for (std::string line; std::getline(metrics, line);) skipped += line.find("\"skipped\"") != std::string::npos;
+  EXPECT_EQ(skipped, 3);
+}
+
 // 200 steps of the debug model on byte-level TinyShakespeare. Threshold derived in the test:
 // the validation loss must fall below the unigram entropy of the validation bytes, i.e. the
 // model must have learned context (a uniform guess is ln 259 ≈ 5.56 nats; unigram ≈ 3.3).
