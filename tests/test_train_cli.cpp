@@ -1,0 +1,89 @@
+// `fbt train` as a process: SIGINT finishes the step, writes a checkpoint, exits 0; --resume
+// continues from it.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "fbt/prepare.h"
+#include "temp_dir.h"
+
+extern char** environ;
+
+namespace fbt {
+namespace {
+namespace fs = std::filesystem;
+
+pid_t spawn(const std::vector<std::string>& args, const fs::path& log) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = 0;
+  EXPECT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+int count_lines(const fs::path& p) {
+  std::ifstream f(p);
+  int n = 0;
+  for (std::string line; std::getline(f, line);) ++n;
+  return n;
+}
+
+TEST(TrainCli, SigintWritesACheckpointAndResumeContinues) {
+  testing::TempDir tmp;
+  PrepareOptions p;
+  p.inputs = {std::string(FBT_SHARED_DATA) + "/tinyshakespeare/input.txt"};
+  p.out_dir = (tmp.path / "data").string();
+  p.tokenizer = "byte";
+  std::ostringstream plog;
+  prepare_dataset(p, plog);
+  const auto run = tmp.path / "run";
+  const std::vector<std::string> args{FBT_CLI, "train", "--config", "debug", "--data", p.out_dir,
+                                      "--out", run.string(), "--steps", "100000",
+                                      "--set", "train.eval_every=0", "--set", "train.checkpoint_every=0"};
+  const pid_t pid = spawn(args, tmp.path / "log1.txt");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (count_lines(run / "metrics.jsonl") < 3 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(kill(pid, SIGINT), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  std::ifstream log1(tmp.path / "log1.txt");
+  std::string text((std::istreambuf_iterator<char>(log1)), {});
+  ASSERT_TRUE(WIFEXITED(status)) << text;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << text;
+  EXPECT_NE(text.find("interrupted: checkpoint written"), std::string::npos) << text;
+
+  std::ifstream latest(run / "latest");
+  std::string name;
+  latest >> name;
+  ASSERT_TRUE(fs::is_regular_file(run / name / "model.safetensors")) << name;
+  const int64_t stopped_at = std::stoll(name.substr(5));
+  EXPECT_EQ(count_lines(run / "metrics.jsonl"), stopped_at);  // one line per finished step
+
+  // Resume for 2 more steps by raising nothing but the budget: --steps sets the new total.
+  const std::vector<std::string> resume{FBT_CLI, "train", "--data", p.out_dir, "--out", run.string(),
+                                        "--resume", "--steps", std::to_string(stopped_at + 2)};
+  const pid_t pid2 = spawn(resume, tmp.path / "log2.txt");
+  ASSERT_EQ(waitpid(pid2, &status, 0), pid2);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_TRUE(fs::is_regular_file(run / ("step-" + std::string(7 - std::to_string(stopped_at + 2).size(), '0') +
+                                         std::to_string(stopped_at + 2)) / "model.safetensors"));
+}
+
+}  // namespace
+}  // namespace fbt
