@@ -85,17 +85,26 @@ PassOutput forward_passes(FBT& model, const torch::Tensor& tokens, const torch::
     if (o.keep_states) out.states.push_back(state);
     if (!targets.defined() && !o.keep_logits) continue;
     auto logits = model->head(x);  // [B,T,V]
-    if (targets.defined())
+    if (targets.defined()) {
+      auto flat = logits.reshape({B * T, -1}).to(torch::kFloat);  // [B·T,V], loss in fp32
+      auto flat_targets = targets.reshape({B * T});
       out.losses.push_back(torch::nn::functional::cross_entropy(
-          logits.reshape({B * T, -1}).to(torch::kFloat), targets.reshape({B * T}),
-          torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1)));
+          flat, flat_targets, torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1)));
+      if (o.z_loss > 0) {  // z-loss (SPEC §6) on the scored positions
+        auto lse = torch::logsumexp(flat, -1);  // [B·T]
+        auto scored = flat_targets.ge(0).to(torch::kFloat);
+        out.z_losses.push_back(o.z_loss * (lse.square() * scored).sum() / scored.sum().clamp_min(1));
+      }
+    }
     if (o.keep_logits) out.logits.push_back(logits);
   }
   if (targets.defined()) {
-    out.loss = out.losses[0];
+    auto pass_loss = [&](int64_t k) { return o.z_loss > 0 ? out.losses[k] + out.z_losses[k] : out.losses[k]; };
+    out.loss = pass_loss(0);
     if (o.passes > 1) {
-      auto later = torch::stack(std::vector<torch::Tensor>(out.losses.begin() + 1, out.losses.end()));
-      out.loss = out.loss + o.later_weight * later.mean();
+      std::vector<torch::Tensor> later;
+      for (int64_t k = 1; k < o.passes; ++k) later.push_back(pass_loss(k));
+      out.loss = out.loss + o.later_weight * torch::stack(later).mean();
     }
   }
   return out;

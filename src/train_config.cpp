@@ -1,6 +1,7 @@
 // TrainConfig / RunConfig: pass schedule draws, LR schedule, presets, JSON files and --set.
 #include "fbt/train_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -105,12 +106,76 @@ void to_json(nlohmann::json& j, const PassSchedule& s) { j = s.to_json(); }
 void from_json(const nlohmann::json& j, PassSchedule& s) { s = PassSchedule::from_json(j, "pass_schedule"); }
 
 // ---------------------------------------------------------------- train config
-double TrainConfig::lr_at(int64_t step) const {
-  if (step < warmup_steps) return lr * double(step + 1) / double(warmup_steps);
-  const double span = std::max<int64_t>(1, steps - warmup_steps);
-  const double progress = std::min(1.0, double(step - warmup_steps) / span);
-  const double floor = lr * min_lr_fraction;
-  return floor + (lr - floor) * 0.5 * (1.0 + std::cos(M_PI * progress));
+template <>
+const EnumNames<OptimizerKind>& enum_names<OptimizerKind>() {
+  static const EnumNames<OptimizerKind> names{{OptimizerKind::NorMuon, "normuon"}, {OptimizerKind::AdamW, "adamw"}};
+  return names;
+}
+template <>
+const EnumNames<LrSchedule>& enum_names<LrSchedule>() {
+  static const EnumNames<LrSchedule> names{{LrSchedule::WSD, "wsd"}, {LrSchedule::Cosine, "cosine"}};
+  return names;
+}
+template <>
+const EnumNames<CooldownShape>& enum_names<CooldownShape>() {
+  static const EnumNames<CooldownShape> names{{CooldownShape::Linear, "linear"},
+                                              {CooldownShape::OneMinusSqrt, "1-sqrt"}};
+  return names;
+}
+template <>
+const EnumNames<Precision>& enum_names<Precision>() {
+  static const EnumNames<Precision> names{{Precision::Auto, "auto"}, {Precision::FP32, "fp32"}, {Precision::BF16, "bf16"}};
+  return names;
+}
+
+TrainConfig TrainConfig::preset(const std::string& name) {
+  ModelConfig::preset(name);  // throws for an unknown name
+  TrainConfig c;
+  if (name == "1b") {
+    c.seq_len = 8192;
+    c.batch_size = 4;
+    c.batch_tokens = 36 * 8192;  // 294,912 ≈ the paper's 300K
+    c.steps = 339085;            // ≈ 100B tokens
+    c.activation_checkpointing = true;
+    c.eval_every = 2000;
+    c.checkpoint_every = 2000;
+  }
+  return c;
+}
+
+namespace {
+int64_t cooldown_steps(const TrainConfig& c) { return std::llround(c.cooldown_fraction * double(c.steps)); }
+}  // namespace
+
+double TrainConfig::lr_factor(int64_t step) const {
+  const double warm = step < warmup_steps ? double(step + 1) / double(warmup_steps) : 1.0;
+  double decay = 1.0;
+  if (schedule == LrSchedule::WSD) {
+    const int64_t C = cooldown_steps(*this), start = steps - C;
+    if (step >= start && C > 0) {
+      const double p = std::min(1.0, double(step - start) / double(C));
+      decay = cooldown_shape == CooldownShape::Linear ? 1.0 - p : 1.0 - std::sqrt(p);
+    }
+  } else {
+    const double span = std::max<int64_t>(1, steps - warmup_steps);
+    const double q = std::clamp(double(step - warmup_steps) / span, 0.0, 1.0);
+    decay = min_lr_fraction + (1.0 - min_lr_fraction) * 0.5 * (1.0 + std::cos(M_PI * q));
+  }
+  return std::min(warm, decay);
+}
+
+bool TrainConfig::in_cooldown(int64_t step) const {
+  const int64_t C = cooldown_steps(*this);
+  return schedule == LrSchedule::WSD && C > 0 && step >= steps - C;
+}
+
+int64_t TrainConfig::accumulation(int64_t seq_tokens) const {
+  const int64_t micro = batch_size * seq_tokens;
+  if (batch_tokens == 0) return 1;
+  if (batch_tokens % micro != 0)
+    throw Error("train.batch_tokens " + std::to_string(batch_tokens) + " is not a multiple of batch_size x seq_len = " +
+                std::to_string(micro) + " tokens");
+  return batch_tokens / micro;
 }
 
 void TrainConfig::validate() const {
@@ -120,10 +185,19 @@ void TrainConfig::validate() const {
   check(steps > 0, "steps must be positive");
   check(batch_size > 0, "batch_size must be positive");
   check(seq_len >= 0, "seq_len must be >= 0 (0 = model context)");
-  check(optimizer == "adamw", "optimizer must be 'adamw' (got '" + optimizer + "')");
-  check(lr > 0, "lr must be positive");
+  check(batch_tokens >= 0, "batch_tokens must be >= 0 (0 = no accumulation)");
+  check(lr > 0 && normuon_lr > 0, "lr and normuon_lr must be positive");
+  check(weight_decay >= 0 && normuon_weight_decay >= 0, "weight_decay and normuon_weight_decay must be >= 0");
+  check(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, "beta1 and beta2 must be in [0, 1)");
+  check(normuon_momentum >= 0 && normuon_momentum < 1 && normuon_beta2 >= 0 && normuon_beta2 < 1,
+        "normuon_momentum and normuon_beta2 must be in [0, 1)");
+  check(adam_eps > 0, "adam_eps must be positive");
+  check(ns_steps > 0, "ns_steps must be positive");
   check(min_lr_fraction >= 0 && min_lr_fraction <= 1, "min_lr_fraction must be in [0, 1]");
+  check(cooldown_fraction >= 0 && cooldown_fraction <= 1, "cooldown_fraction must be in [0, 1]");
   check(warmup_steps >= 0, "warmup_steps must be >= 0");
+  check(z_loss >= 0, "z_loss must be >= 0");
+  check(grad_clip >= 0, "grad_clip must be >= 0 (0 = off)");
   check(jitter >= 0, "jitter must be >= 0");
   check(mixin_prob >= 0 && mixin_prob <= 1, "mixin_prob must be in [0, 1]");
   check(eval_tokens > 0, "eval_tokens must be positive");
@@ -143,6 +217,7 @@ RunConfig RunConfig::load(const std::string& spec) {
   const auto presets = ModelConfig::preset_names();
   if (std::find(presets.begin(), presets.end(), spec) != presets.end()) {
     rc.model = ModelConfig::preset(spec);
+    rc.train = TrainConfig::preset(spec);
     return rc;
   }
   if (!std::filesystem::is_regular_file(spec)) {
@@ -165,6 +240,7 @@ RunConfig RunConfig::load(const std::string& spec) {
     const auto& m = j.at("model");
     rc.model = m.is_string() ? ModelConfig::preset(m.get<std::string>())
                              : ModelConfig::from_json(m, spec + ": model");
+    if (m.is_string()) rc.train = TrainConfig::preset(m.get<std::string>());
   }
   if (j.contains("train")) fields_from_json(j.at("train"), spec + ": train", rc.train);
   rc.train.validate();

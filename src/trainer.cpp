@@ -1,6 +1,7 @@
 // The training loop of `fbt train`: K-pass steps, metrics, validation, checkpoints, resume.
 #include "fbt/trainer.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,8 +14,6 @@
 #include <iostream>
 #include <sstream>
 
-#include <torch/optim/adamw.h>
-
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "fbt/build_info.h"
@@ -22,8 +21,9 @@
 #include "fbt/data.h"
 #include "fbt/error.h"
 #include "fbt/eval_loss.h"
-#include "fbt/optimizer_state.h"
+#include "fbt/optimizer.h"
 #include "fbt/passes.h"
+#include "fbt/precision.h"
 #include "fbt/run_dir.h"
 #include "fbt/tokenizer.h"
 #include "fbt/train_config.h"
@@ -77,6 +77,22 @@ std::string format_duration(double seconds) {
   return o.str();
 }
 
+/// Peak resident set size of this process so far, in bytes.
+int64_t peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return int64_t(u.ru_maxrss) * 1024;  // Linux: kilobytes
+}
+
+/// Realised fraction of steps per K, {"1": f1, "2": f2, ...}.
+nlohmann::json pass_fractions(const std::map<int64_t, int64_t>& counts) {
+  int64_t total = 0;
+  for (const auto& [k, v] : counts) total += v;
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [k, v] : counts) out[std::to_string(k)] = double(v) / double(std::max<int64_t>(1, total));
+  return out;
+}
+
 struct RunState {
   int64_t step = 0;            // steps completed
   int64_t tokens = 0;          // training tokens seen
@@ -125,6 +141,7 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
   const int64_t T = rc.train.seq_len > 0 ? rc.train.seq_len : rc.model.context;
   if (T > rc.model.context)
     throw Error("train.seq_len " + std::to_string(T) + " exceeds model.context " + std::to_string(rc.model.context));
+  const int64_t accum = rc.train.accumulation(T);
   auto train_shard = open_split(opt.data_dir, "train");
   auto val_shard = open_split(opt.data_dir, "val");
 
@@ -156,7 +173,8 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
   log << "fbt train  git " << git_sha() << "  libtorch " << torch_version() << "  device " << opt.device
       << "  threads " << torch::get_num_threads() << "\n"
       << rc.to_json().dump(2) << "\n"
-      << "parameters: " << rc.model.parameter_count() << "  tokens/step: " << rc.train.batch_size * T
+      << "parameters: " << rc.model.parameter_count() << "  tokens/step: " << accum * rc.train.batch_size * T
+      << " (" << accum << " micro-batch" << (accum > 1 ? "es" : "") << " of " << rc.train.batch_size << " x " << T << ")"
       << "  expected passes/step: " << rc.train.pass_schedule.expected_passes() << "\n";
 
   // ---- model, optimiser, RNGs, loader
@@ -165,13 +183,10 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
   FBT model(rc.model);
   model->to(device);
   model->train();
-  std::vector<torch::Tensor> decay, no_decay;  // weight decay on matrices only
-  for (auto& p : model->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  auto adam = torch::optim::AdamWOptions(tc.lr).betas({tc.beta1, tc.beta2}).weight_decay(tc.weight_decay);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(adam));
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(adam.weight_decay(0.0)));
-  torch::optim::AdamW optimizer(std::move(groups));
+  TrainingOptimizer optimizer(model, tc);
+  log << optimizer.describe()
+      << "precision: " << (uses_bf16_autocast(tc.precision, device) ? "bf16 autocast" : "fp32")
+      << " (weights, optimiser state and loss fp32)\n";
   BatchLoader loader(train_shard, tc.batch_size, T, tc.seed);
   std::mt19937_64 pass_rng(tc.seed ^ 0x9E3779B97F4A7C15ULL);
   auto generator = at::make_generator<at::CPUGeneratorImpl>(tc.seed + 1);
@@ -184,7 +199,7 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
     const auto dir = out / name;
     load_weights((dir / "model.safetensors").string(), model);
     const auto opt_file = (dir / "optimizer.safetensors").string();
-    load_adamw_state(optimizer, model, load_tensors(opt_file).tensors, opt_file);
+    optimizer.load_state(load_tensors(opt_file).tensors, opt_file);
     std::ifstream tf(dir / "trainer.json");
     const auto tj = nlohmann::json::parse(tf);
     st.step = tj.at("step");
@@ -204,7 +219,7 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
     fs::remove_all(tmp);
     fs::create_directories(tmp);
     save_model((tmp / "model.safetensors").string(), model, tok, st.step);
-    save_tensors((tmp / "optimizer.safetensors").string(), adamw_state(optimizer, model), {{"step", st.step}});
+    save_tensors((tmp / "optimizer.safetensors").string(), optimizer.state(), {{"step", st.step}});
     std::ostringstream rng;
     rng << pass_rng;
     nlohmann::json counts = nlohmann::json::object();
@@ -248,9 +263,8 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
   while (st.step < tc.steps) {
     const auto step_start = std::chrono::steady_clock::now();
     const int64_t K = tc.pass_schedule.draw(st.step, tc.steps, pass_rng);
-    auto [x, y] = loader.next();
-    const double lr = tc.lr_at(st.step);
-    for (auto& g : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+    const double lr_factor = tc.lr_factor(st.step);
+    const bool cooldown = tc.in_cooldown(st.step);
 
     PassOptions po;
     po.passes = K;
@@ -259,16 +273,33 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
     po.detach = tc.detach;
     po.checkpoint = tc.activation_checkpointing;
     po.later_weight = tc.later_weight;
+    po.z_loss = cooldown ? tc.z_loss : 0.0;
     po.generator = generator;
-    auto out_pass = forward_passes(model, x.to(device), y.to(device), po);
-    const double loss = out_pass.loss.item<double>();
+    // Gradient accumulation: the same K for every micro-batch; each contributes loss / accum.
+    double loss = 0, z_loss = 0;
+    std::vector<double> per_pass(K, 0.0);
+    for (int64_t m = 0; m < accum; ++m) {
+      auto [x, y] = loader.next();
+      PassOutput out_pass;
+      {
+        AutocastScope amp(tc.precision, device);
+        out_pass = forward_passes(model, x.to(device), y.to(device), po);
+      }
+      const double l = out_pass.loss.item<double>();
+      loss += l / double(accum);
+      if (!std::isfinite(loss)) continue;  // the step is skipped; still read every micro-batch
+      (out_pass.loss / double(accum)).backward();
+      for (int64_t k = 0; k < K; ++k) {
+        per_pass[k] += out_pass.losses[k].item<double>() / double(accum);
+        if (po.z_loss > 0) z_loss += out_pass.z_losses[k].item<double>() / double(accum * K);
+      }
+    }
     double grad_norm = std::nan("");
     bool ok = std::isfinite(loss);
     if (ok) {
-      out_pass.loss.backward();
       grad_norm = torch::nn::utils::clip_grad_norm_(params, tc.grad_clip > 0 ? tc.grad_clip : INFINITY);
       ok = std::isfinite(grad_norm);
-      if (ok) optimizer.step();
+      if (ok) optimizer.step(lr_factor, cooldown && tc.adamc ? lr_factor : 1.0);
     }
     // Drop gradients (set to none): parameters unused by a step (the fusion when K = 1) then
     // get no AdamW update, the same whether or not earlier steps in this process used them,
@@ -276,7 +307,9 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
     for (auto& p : params) p.mutable_grad() = torch::Tensor();
     ++st.step;
     result.losses.push_back(ok ? loss : std::nan(""));
-    nlohmann::json line{{"step", st.step}, {"passes", K}, {"lr", lr}};
+    nlohmann::json line{{"step", st.step}, {"passes", K}, {"lr_scale", lr_factor}, {"lr", tc.lr * lr_factor},
+                        {"cooldown", cooldown}};
+    if (tc.optimizer == OptimizerKind::NorMuon) line["normuon_lr"] = tc.normuon_lr * lr_factor;
     if (!ok) {
       ++st.consecutive_bad;
       line["skipped"] = "non-finite " + std::string(std::isfinite(loss) ? "gradient" : "loss");
@@ -290,17 +323,18 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
       }
     } else {
       st.consecutive_bad = 0;
-      const int64_t n = x.numel();
+      const int64_t n = accum * tc.batch_size * T;
       st.tokens += n;
       st.token_equivalent += n * K;
       ++st.pass_counts[K];
       const auto now = std::chrono::steady_clock::now();
       const double step_s = std::chrono::duration<double>(now - step_start).count();
       const double elapsed = std::chrono::duration<double>(now - t0).count();
-      std::vector<double> per_pass;
-      for (const auto& l : out_pass.losses) per_pass.push_back(l.item<double>());
-      line.update({{"tokens", st.tokens}, {"token_equivalent", st.token_equivalent}, {"losses", per_pass},
-                   {"loss", loss}, {"grad_norm", grad_norm}, {"tokens_per_s", n / step_s}, {"elapsed_s", elapsed}});
+      line.update({{"tokens", st.tokens}, {"token_equivalent", st.token_equivalent},
+                   {"token_equivalent_ratio", double(st.token_equivalent) / double(st.tokens)},
+                   {"pass_fractions", pass_fractions(st.pass_counts)}, {"losses", per_pass}, {"loss", loss},
+                   {"grad_norm", grad_norm}, {"tokens_per_s", n / step_s}, {"elapsed_s", elapsed}});
+      if (po.z_loss > 0) line["z_loss"] = z_loss;
       metrics << line.dump() << "\n" << std::flush;
       const double eta = elapsed / double(st.step - first_step) * double(tc.steps - st.step);
       if (tty) {
@@ -311,7 +345,7 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
             << std::defaultfloat << std::flush;
       } else if (st.step % tc.log_every == 0 || st.step == tc.steps) {
         log << "step " << st.step << "/" << tc.steps << "  loss " << std::fixed << std::setprecision(4) << loss
-            << "  K=" << K << "  lr " << std::scientific << std::setprecision(2) << lr << std::fixed
+            << "  K=" << K << "  lr x" << std::setprecision(3) << lr_factor
             << "  grad_norm " << std::setprecision(3) << grad_norm << "  " << std::setprecision(0) << n / step_s
             << " tok/s  elapsed " << format_duration(elapsed) << "  ETA " << format_duration(eta) << "\n"
             << std::defaultfloat << std::flush;
@@ -330,13 +364,14 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
   if (tty) log << "\n";
   result.last_step = st.step;
   std::ostringstream fractions;
-  for (const auto& [k, v] : st.pass_counts)
-    fractions << "K=" << k << ": " << std::fixed << std::setprecision(3)
-              << double(v) / std::max<int64_t>(1, st.step) << "  ";
+  const auto realised = pass_fractions(st.pass_counts);
+  for (const auto& [k, f] : realised.items())
+    fractions << "K=" << k << " " << std::fixed << std::setprecision(3) << f.get<double>() << "  ";
   log << "done: " << st.step << " steps, " << st.tokens << " tokens, token-equivalent compute "
-      << st.token_equivalent << " (" << std::setprecision(3)
-      << double(st.token_equivalent) / std::max<int64_t>(1, st.tokens) << "x)  " << fractions.str() << "\n"
-      << std::defaultfloat;
+      << st.token_equivalent << " (" << std::fixed << std::setprecision(3)
+      << double(st.token_equivalent) / std::max<int64_t>(1, st.tokens) << "x; the paper's 75/22/3% schedule: 1.28x)\n"
+      << "realised pass fractions: " << fractions.str() << "(paper: K=1 0.75  K=2 0.22  K=3 0.03)\n"
+      << "peak RSS: " << std::setprecision(2) << double(peak_rss_bytes()) / 1e9 << " GB\n" << std::defaultfloat;
   return result;
 }
 

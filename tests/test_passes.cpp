@@ -121,6 +121,34 @@ TEST(Passes, TotalLossCombinesPasses) {
   EXPECT_NEAR(l1, nll, 1e-5);
 }
 
+// z-loss (SPEC §6): every pass's loss gains z · mean over scored positions of logsumexp², the
+// logsumexp computed here from the returned logits; ignored targets (-1) are not scored.
+TEST(Passes, ZLossAddsTheMeanSquaredLogsumexpToEveryPass) {
+  auto c = ModelConfig::preset("debug");
+  auto model = make_test_model(c);
+  torch::manual_seed(10);
+  auto tokens = torch::randint(0, c.vocab_size, {2, 12}, torch::kLong);
+  auto targets = torch::randint(0, c.vocab_size, {2, 12}, torch::kLong);
+  targets[1][5] = -1;
+  PassOptions o;
+  o.passes = 2;
+  o.keep_logits = true;
+  const auto plain = forward_passes(model, tokens, targets, o);
+  o.z_loss = 0.01;
+  const auto with_z = forward_passes(model, tokens, targets, o);
+  ASSERT_EQ(with_z.z_losses.size(), 2u);
+  auto scored = targets.ge(0);
+  for (int k = 0; k < 2; ++k) {
+    auto lse = torch::logsumexp(plain.logits[k].to(torch::kDouble), -1);  // [B,T]
+    const double expected = 0.01 * lse.square().masked_select(scored).mean().item<double>();
+    EXPECT_NEAR(with_z.z_losses[k].item<double>(), expected, 1e-6 * expected);
+    EXPECT_NEAR(with_z.losses[k].item<double>(), plain.losses[k].item<double>(), 1e-6);  // CE unchanged
+  }
+  // (CE1 + z1) + λ·mean(CE2 + z2) with λ = 1 and one later pass.
+  const double z = with_z.z_losses[0].item<double>() + with_z.z_losses[1].item<double>();
+  EXPECT_NEAR(with_z.loss.item<double>(), plain.loss.item<double>() + z, 1e-5);
+}
+
 // Prefix mixin: with probability 1 and a fixed prefix covering the sequence, later passes are
 // standard; jitter changes later passes only.
 TEST(Passes, MixinAndJitter) {

@@ -40,17 +40,67 @@ TEST(PassSchedule, RejectsBadPhases) {
   EXPECT_THROW(PassSchedule::from_json(nlohmann::json::parse(R"([{"until_fraction":1,"passes_probabilities":{"0":1}}])"), "s"), Error);
 }
 
-TEST(TrainConfig, WarmupThenCosine) {
+// WSD (SPEC §6) by hand: 100 steps, warmup 10, cooldown 25% = 25 steps from step 75.
+TEST(TrainConfig, WsdFactorsAndTheCooldownSwitch) {
   TrainConfig c;
+  c.steps = 100;
+  c.warmup_steps = 10;
+  EXPECT_DOUBLE_EQ(c.lr_factor(0), 0.1);   // (0 + 1) / 10
+  EXPECT_DOUBLE_EQ(c.lr_factor(9), 1.0);   // end of warmup
+  EXPECT_DOUBLE_EQ(c.lr_factor(50), 1.0);  // stable
+  EXPECT_DOUBLE_EQ(c.lr_factor(74), 1.0);
+  EXPECT_DOUBLE_EQ(c.lr_factor(75), 1.0);  // cooldown start: p = 0
+  EXPECT_NEAR(c.lr_factor(80), 1 - 5.0 / 25, 1e-12);
+  EXPECT_NEAR(c.lr_factor(99), 1 - 24.0 / 25, 1e-12);  // last step
+  EXPECT_NEAR(c.lr_factor(100), 0.0, 1e-12);           // would-be next step: zero
+  EXPECT_FALSE(c.in_cooldown(74));  // z-loss and AdamC switch on exactly at step 75
+  EXPECT_TRUE(c.in_cooldown(75));
+  EXPECT_TRUE(c.in_cooldown(99));
+  c.cooldown_shape = CooldownShape::OneMinusSqrt;
+  EXPECT_NEAR(c.lr_factor(80), 1 - std::sqrt(5.0 / 25), 1e-12);
+  EXPECT_NEAR(c.lr_factor(99), 1 - std::sqrt(24.0 / 25), 1e-12);
+  c.cooldown_fraction = 0;
+  EXPECT_DOUBLE_EQ(c.lr_factor(99), 1.0);
+  EXPECT_FALSE(c.in_cooldown(99));
+}
+
+TEST(TrainConfig, CosineAblationAndAccumulation) {
+  TrainConfig c;
+  c.schedule = LrSchedule::Cosine;
   c.steps = 110;
   c.warmup_steps = 10;
-  c.lr = 1.0;
   c.min_lr_fraction = 0.1;
-  EXPECT_DOUBLE_EQ(c.lr_at(0), 0.1);
-  EXPECT_DOUBLE_EQ(c.lr_at(9), 1.0);
-  EXPECT_DOUBLE_EQ(c.lr_at(10), 1.0);
-  EXPECT_NEAR(c.lr_at(60), 0.1 + 0.9 * 0.5, 1e-12);  // halfway: cos(π/2) = 0
-  EXPECT_NEAR(c.lr_at(110), 0.1, 1e-12);
+  EXPECT_DOUBLE_EQ(c.lr_factor(0), 0.1);
+  EXPECT_DOUBLE_EQ(c.lr_factor(10), 1.0);
+  EXPECT_NEAR(c.lr_factor(60), 0.1 + 0.9 * 0.5, 1e-12);  // halfway: cos(π/2) = 0
+  EXPECT_NEAR(c.lr_factor(110), 0.1, 1e-12);
+  EXPECT_FALSE(c.in_cooldown(109));  // no z-loss / AdamC outside WSD
+  c.batch_size = 4;
+  EXPECT_EQ(c.accumulation(64), 1);
+  c.batch_tokens = 4 * 64 * 3;
+  EXPECT_EQ(c.accumulation(64), 3);
+  c.batch_tokens = 1000;
+  EXPECT_THROW(c.accumulation(64), Error);
+}
+
+TEST(TrainConfig, OneBillionPresetCarriesThePaperRecipe) {
+  const auto rc = RunConfig::load("1b");
+  const auto& t = rc.train;
+  EXPECT_EQ(rc.model.context, 8192);
+  EXPECT_EQ(t.seq_len, 8192);
+  EXPECT_EQ(t.batch_tokens, 294912);
+  EXPECT_EQ(t.accumulation(8192), 9);
+  EXPECT_EQ(t.optimizer, OptimizerKind::NorMuon);
+  EXPECT_DOUBLE_EQ(t.normuon_lr, 1e-2);
+  EXPECT_DOUBLE_EQ(t.normuon_weight_decay, 0.01);
+  EXPECT_DOUBLE_EQ(t.lr, 5e-4);
+  EXPECT_EQ(t.schedule, LrSchedule::WSD);
+  EXPECT_EQ(t.warmup_steps, 200);
+  EXPECT_DOUBLE_EQ(t.cooldown_fraction, 0.25);
+  EXPECT_DOUBLE_EQ(t.z_loss, 1e-5);
+  EXPECT_DOUBLE_EQ(t.jitter, 0.02);
+  EXPECT_DOUBLE_EQ(t.grad_clip, 0.0);
+  EXPECT_NEAR(double(t.steps) * double(t.batch_tokens), 100e9, 0.001 * 100e9);
 }
 
 TEST(RunConfig, SetOverridesAndErrors) {
@@ -119,6 +169,99 @@ TEST_F(TrainRun, ResumeReproducesTheUninterruptedLossSequence) {
   for (size_t i = 0; i < 6; ++i) EXPECT_EQ(second[i], full[6 + i]) << "step " << 7 + i;
 }
 
+/// Reads RUNDIR/metrics.jsonl: the training lines (those with "passes"), in order.
+std::vector<nlohmann::json> step_lines(const fs::path& run) {
+  std::ifstream f(run / "metrics.jsonl");
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(f, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("passes")) lines.push_back(j);
+  }
+  return lines;
+}
+
+const char* kSinglePass = "train.pass_schedule=[{\"until_fraction\":1,\"passes_probabilities\":{\"1\":1}}]";
+
+// Gradient accumulation: 2 micro-batches of 4 sequences draw the same 8 windows as one batch
+// of 8 (the loader reads windows in order), so the loss sequences agree up to fp32 summation
+// order; the step counts tokens of the whole accumulated batch.
+TEST_F(TrainRun, AccumulationEqualsOneLargeBatch) {
+  const auto data = prepare_shakespeare();
+  std::vector<std::vector<double>> runs;
+  for (const char* micro : {"train.batch_size=8", "train.batch_size=4"}) {
+    TrainOptions o;
+    o.config = "debug";
+    o.data_dir = data;
+    o.out_dir = (dir / (std::string("run") + micro[17])).string();
+    o.steps = 5;
+    o.sets = {kSinglePass, micro, "train.seq_len=64", "train.batch_tokens=512", "train.warmup_steps=2",
+              "train.eval_every=0", "train.eval_tokens=1024", "train.checkpoint_every=0"};
+    std::ostringstream log;
+    runs.push_back(run_training(o, log).losses);
+    EXPECT_EQ(step_lines(o.out_dir).back().at("tokens").get<int64_t>(), 5 * 512);
+  }
+  ASSERT_EQ(runs[0].size(), 5u);
+  ASSERT_EQ(runs[1].size(), 5u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_NEAR(runs[0][i], runs[1][i], 1e-4 * runs[0][i]) << "step " << i + 1;
+  EXPECT_GT(runs[0][0] - runs[0][4], 0.05);  // and it trains
+}
+
+// WSD cooldown over the last 25% of 8 steps = steps 7 and 8: z-loss and AdamC on exactly there.
+TEST_F(TrainRun, CooldownSwitchesZLossOnAtItsStart) {
+  const auto data = prepare_shakespeare();
+  TrainOptions o;
+  o.config = "debug";
+  o.data_dir = data;
+  o.out_dir = (dir / "run").string();
+  o.steps = 8;
+  o.sets = {"train.warmup_steps=2", "train.batch_size=2", "train.seq_len=32", "train.eval_every=0",
+            "train.eval_tokens=512", "train.checkpoint_every=0"};
+  std::ostringstream log;
+  run_training(o, log);
+  const auto lines = step_lines(o.out_dir);
+  ASSERT_EQ(lines.size(), 8u);
+  for (const auto& l : lines) {
+    const int64_t step = l.at("step");
+    EXPECT_EQ(l.at("cooldown").get<bool>(), step >= 7) << l;
+    EXPECT_EQ(l.contains("z_loss"), step >= 7) << l;
+  }
+  EXPECT_DOUBLE_EQ(lines[0].at("lr_scale").get<double>(), 0.5);  // warmup 1/2
+  EXPECT_DOUBLE_EQ(lines[6].at("lr_scale").get<double>(), 1.0);  // cooldown start
+  EXPECT_DOUBLE_EQ(lines[7].at("lr_scale").get<double>(), 0.5);  // 1 − 1/2
+  EXPECT_GT(lines[7].at("z_loss").get<double>(), 0.0);
+  EXPECT_NE(log.str().find("optimiser groups"), std::string::npos);
+  EXPECT_NE(log.str().find("1.28x"), std::string::npos);
+}
+
+// The paper's optimiser against the AdamW ablation on the same data, schedule (WSD, 30 warmup
+// steps), batches and K = 1: mean training loss over the last 50 of 300 steps. Both give the
+// embedding/head and gains the same Adam lr (3e-3), so only the hidden matrices' update rule
+// differs. (With the paper's 1B-scale Adam lr 5e-4 the 64-wide debug model's embedding learns
+// too slowly and the NorMuon recipe loses, 2.196 vs 2.053; see docs/LOG.md 2026-12-01.)
+TEST_F(TrainRun, NorMuonBeatsAdamWOnTinyShakespeare) {
+  const auto data = prepare_shakespeare();
+  std::map<std::string, double> tail_loss;
+  for (const char* optimizer : {"normuon", "adamw"}) {
+    TrainOptions o;
+    o.config = "debug";
+    o.data_dir = data;
+    o.out_dir = (dir / optimizer).string();
+    o.steps = 300;
+    o.sets = {kSinglePass, std::string("train.optimizer=") + optimizer, "train.warmup_steps=30",
+              "train.batch_size=16", "train.seq_len=64", "train.eval_every=0", "train.eval_tokens=1024",
+              "train.checkpoint_every=0", "train.lr=0.003"};
+    std::ostringstream log;
+    const auto losses = run_training(o, log).losses;
+    ASSERT_EQ(losses.size(), 300u);
+    double sum = 0;
+    for (size_t i = 250; i < 300; ++i) sum += losses[i];
+    tail_loss[optimizer] = sum / 50;
+  }
+  std::cout << "train loss, mean of steps 251-300: NorMuon " << tail_loss["normuon"] << ", AdamW "
+            << tail_loss["adamw"] << " nats/token\n";
+  EXPECT_LT(tail_loss["normuon"], tail_loss["adamw"]);
+}
+
 TEST_F(TrainRun, RefusesToOverwriteADifferentRun) {
   const auto data = prepare_shakespeare();
   TrainOptions o;
@@ -175,7 +318,7 @@ TEST_F(TrainRun, DebugModelLearnsTinyShakespeare) {
   o.data_dir = data;
   o.out_dir = (dir / "run").string();
   o.steps = 200;
-  o.sets = {"train.lr=0.003", "train.batch_size=16", "train.eval_tokens=16384"};
+  o.sets = {"train.lr=0.003", "train.warmup_steps=20", "train.batch_size=16", "train.eval_tokens=16384"};
   std::ostringstream log;
   const auto result = run_training(o, log);
   std::cout << "unigram entropy " << unigram << " nats; val standard " << result.val_standard

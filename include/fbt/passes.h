@@ -17,6 +17,7 @@ struct PassOptions {
   bool detach = false;         ///< stop gradients between passes (ablation; paper: off)
   bool checkpoint = false;     ///< recompute each pass's stack in backward (activation checkpointing)
   double later_weight = 1.0;   ///< λ in L1 + λ·mean(L2..LK)
+  double z_loss = 0.0;         ///< coefficient of mean(logsumexp(logits)²) added to every pass's loss
   bool keep_logits = false;    ///< return each pass's logits [B,T,V]
   bool keep_states = false;    ///< return each pass's feedback states [B,T,D]
   /// Optional [B] int64: positions t < plain_prefix[b] are plain in every pass (overrides the
@@ -29,7 +30,8 @@ struct PassOptions {
 /// Results of a K-pass forward.
 struct PassOutput {
   std::vector<torch::Tensor> losses;  ///< per pass: mean cross-entropy in nats/token (scalar)
-  torch::Tensor loss;                 ///< L1 + λ·mean(L2..LK) (scalar); undefined without targets
+  std::vector<torch::Tensor> z_losses;  ///< per pass: z_loss · mean(logsumexp²) (scalar), if z_loss > 0
+  torch::Tensor loss;  ///< L1 + λ·mean(L2..LK), L_k = cross-entropy + z-loss (scalar); undefined without targets
   std::vector<torch::Tensor> logits;  ///< per pass [B,T,V], if keep_logits
   std::vector<torch::Tensor> states;  ///< per pass feedback states h_k [B,T,D], if keep_states
 };

@@ -33,18 +33,53 @@ struct PassSchedule {
   static PassSchedule from_json(const nlohmann::json& j, const std::string& what);
 };
 
-/// Run-time settings of `fbt train` (the model's are in ModelConfig).
+/// The optimiser recipe (SPEC §6): NorMuon for hidden matrices + Adam for the rest (paper), or
+/// AdamW for every parameter (ablation).
+enum class OptimizerKind { NorMuon, AdamW };
+/// Learning-rate schedule: warmup-stable-decay (paper) or warmup + cosine (ablation).
+enum class LrSchedule { WSD, Cosine };
+/// Shape of the WSD cooldown from 1 to 0 over progress p ∈ [0, 1]: 1 − p or 1 − sqrt(p).
+enum class CooldownShape { Linear, OneMinusSqrt };
+/// Matmul precision: auto = bf16 autocast on CUDA, fp32 on the CPU; fp32; bf16 = autocast on any
+/// device. Master weights, optimiser state and the loss stay fp32 in every case.
+enum class Precision { Auto, FP32, BF16 };
+
+template <>
+const EnumNames<OptimizerKind>& enum_names<OptimizerKind>();
+template <>
+const EnumNames<LrSchedule>& enum_names<LrSchedule>();
+template <>
+const EnumNames<CooldownShape>& enum_names<CooldownShape>();
+template <>
+const EnumNames<Precision>& enum_names<Precision>();
+
+/// Run-time settings of `fbt train` (the model's are in ModelConfig). Defaults are the paper's
+/// recipe (SPEC §5–6) except the batch, which `preset("1b")` sets to the paper's.
 struct TrainConfig {
-  int64_t steps = 200;
-  int64_t batch_size = 8;        ///< sequences per step
+  int64_t steps = 200;           ///< optimiser steps
+  int64_t batch_size = 8;        ///< sequences per forward (micro-batch)
   int64_t seq_len = 0;           ///< tokens per sequence; 0 = the model context
-  std::string optimizer = "adamw";
-  double lr = 1e-3;              ///< peak learning rate
-  double min_lr_fraction = 0.1;  ///< cosine decays to lr · min_lr_fraction
-  int64_t warmup_steps = 20;
-  double weight_decay = 0.1;
-  double beta1 = 0.9, beta2 = 0.95;
-  double grad_clip = 1.0;        ///< global-norm clip; 0 = off
+  int64_t batch_tokens = 0;      ///< tokens per optimiser step, reached by gradient accumulation over
+                                 ///< batch_tokens / (batch_size · seq_len) micro-batches; 0 = one micro-batch
+  OptimizerKind optimizer = OptimizerKind::NorMuon;
+  double lr = 5e-4;              ///< peak lr of Adam (normuon recipe) or of AdamW (all parameters)
+  double beta1 = 0.9, beta2 = 0.95;  ///< Adam/AdamW betas
+  double adam_eps = 1e-10;
+  double weight_decay = 0.1;     ///< AdamW only (matrices); Adam in the normuon recipe has none
+  double normuon_lr = 1e-2;      ///< peak lr of NorMuon
+  double normuon_weight_decay = 0.01;
+  double normuon_momentum = 0.95;
+  double normuon_beta2 = 0.95;
+  int64_t ns_steps = 5;          ///< Newton–Schulz iterations
+  LrSchedule schedule = LrSchedule::WSD;
+  int64_t warmup_steps = 200;    ///< linear warmup (both schedules)
+  double cooldown_fraction = 0.25;  ///< WSD: the last fraction of steps decays to zero
+  CooldownShape cooldown_shape = CooldownShape::Linear;
+  double min_lr_fraction = 0.1;  ///< cosine: decays to lr · min_lr_fraction
+  double z_loss = 1e-5;          ///< WSD cooldown only: z_loss · mean(logsumexp(logits)²) per pass
+  bool adamc = true;             ///< WSD cooldown only: weight decay × lr_t / lr_peak
+  double grad_clip = 0.0;        ///< global-norm clip; 0 = off (paper)
+  Precision precision = Precision::Auto;
   uint64_t seed = 1337;
   PassSchedule pass_schedule;
   double jitter = 0.02;          ///< σ of the state noise in passes ≥ 2 (SPEC §5)
@@ -63,14 +98,27 @@ struct TrainConfig {
     f("steps", steps);
     f("batch_size", batch_size);
     f("seq_len", seq_len);
+    f("batch_tokens", batch_tokens);
     f("optimizer", optimizer);
     f("lr", lr);
-    f("min_lr_fraction", min_lr_fraction);
-    f("warmup_steps", warmup_steps);
-    f("weight_decay", weight_decay);
     f("beta1", beta1);
     f("beta2", beta2);
+    f("adam_eps", adam_eps);
+    f("weight_decay", weight_decay);
+    f("normuon_lr", normuon_lr);
+    f("normuon_weight_decay", normuon_weight_decay);
+    f("normuon_momentum", normuon_momentum);
+    f("normuon_beta2", normuon_beta2);
+    f("ns_steps", ns_steps);
+    f("schedule", schedule);
+    f("warmup_steps", warmup_steps);
+    f("cooldown_fraction", cooldown_fraction);
+    f("cooldown_shape", cooldown_shape);
+    f("min_lr_fraction", min_lr_fraction);
+    f("z_loss", z_loss);
+    f("adamc", adamc);
     f("grad_clip", grad_clip);
+    f("precision", precision);
     f("seed", seed);
     f("pass_schedule", pass_schedule);
     f("jitter", jitter);
@@ -84,8 +132,25 @@ struct TrainConfig {
     f("max_bad_steps", max_bad_steps);
     f("log_every", log_every);
   }
-  /// Learning rate at `step`: linear warmup to lr, then cosine to lr · min_lr_fraction.
-  double lr_at(int64_t step) const;
+
+  /// Training settings of a model preset: the defaults, and for "1b" the paper's scale
+  /// (Appendix A, SPEC §6): sequences of 8192 tokens, micro-batches of 4, 294,912 tokens
+  /// (36 sequences, the multiple of 8192 nearest 300K) per step by accumulation, 339,085 steps
+  /// (100B tokens). Throws fbt::Error for an unknown name.
+  static TrainConfig preset(const std::string& name);
+
+  /// Multiplier of every group's peak lr at 0-based `step` (SPEC §6). Warmup: (step+1)/W for
+  /// step < W. WSD: 1 until the cooldown start S = steps − C, C = round(cooldown_fraction ·
+  /// steps); then 1 − p (linear) or 1 − sqrt(p) with p = (step − S)/C, reaching 0 at step =
+  /// steps. Cosine: min_lr_fraction + (1 − min_lr_fraction)·(1 + cos(π q))/2 with q = (step −
+  /// W)/(steps − W) clamped to [0, 1]. Both: the minimum of the warmup ramp and the decay.
+  double lr_factor(int64_t step) const;
+  /// True from the WSD cooldown start S on (never for cosine): z-loss and AdamC apply.
+  bool in_cooldown(int64_t step) const;
+  /// Micro-batches per optimiser step for sequences of `seq_tokens` tokens (1 without
+  /// batch_tokens). Throws fbt::Error naming train.batch_tokens if it is not a multiple of
+  /// batch_size · seq_tokens.
+  int64_t accumulation(int64_t seq_tokens) const;
   /// Throws fbt::Error naming the field for an inconsistent setting.
   void validate() const;
 };
