@@ -106,7 +106,8 @@ class RunDir {
     std::ofstream file(program_file, std::ios::binary);
     file << program;
     file.close();
-    if (!file) throw std::system_error(std::make_error_code(std::errc::io_error), "sandbox: write " + program_file.string());
+    if (!file)
+      throw std::system_error(std::make_error_code(std::errc::io_error), "sandbox: write " + program_file.string());
     if (::chmod(program_file.c_str(), 0444) != 0) throw_errno("chmod " + program_file.string());
     if (::mkdir(work.c_str(), 0700) != 0) throw_errno("mkdir " + work.string());
     if (owner && ::chown(work.c_str(), *owner, *owner) != 0) throw_errno("chown " + work.string());
@@ -244,6 +245,7 @@ void pump(std::vector<Capture>& captures, Clock::duration timeout) {
   for (Capture& c : captures) c.read_available();
 }
 
+/// Whether child `pid` has exited, leaving it unreaped.
 bool exited(pid_t pid) {
   siginfo_t info{};
   // WNOWAIT: the zombie keeps its pid, and so its process group id, reserved until we reap it.
@@ -252,15 +254,8 @@ bool exited(pid_t pid) {
   return info.si_pid == pid;
 }
 
-int reap(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) throw_errno("waitpid");
-  return status;
-}
-
 /// Makes this process the reaper of its orphaned descendants (Linux only), so that a run's
-/// leftover processes become our children and reap_group can collect them. Otherwise they go to
+/// leftover processes become our children and RunGroup can collect them. Otherwise they go to
 /// init, which in a container may reap late or never, and until then count against RLIMIT_NPROC.
 void become_subreaper() {
 #ifdef __linux__
@@ -269,10 +264,34 @@ void become_subreaper() {
 #endif
 }
 
-/// Waits for every remaining child of ours in process group `pgid` (already sent SIGKILL).
-void reap_group(pid_t pgid) {
-  while (::waitpid(-pgid, nullptr, 0) > 0 || errno == EINTR) {}
-}
+/// A started run: the interpreter `pid`, leader of process group `pid`. kill_and_reap() kills the
+/// group and reaps the interpreter and every member that is our child; the destructor does the
+/// same if an exception leaves run_python early, so no run outlives its call.
+class RunGroup {
+ public:
+  explicit RunGroup(pid_t pid) : pid_(pid) {}
+  ~RunGroup() {
+    if (!reaped_) kill_and_reap();
+  }
+  RunGroup(const RunGroup&) = delete;
+  RunGroup& operator=(const RunGroup&) = delete;
+
+  /// SIGKILL to the group, then the interpreter's wait status. Call it while the interpreter is
+  /// still unreaped (see exited), so the group id cannot have been reused.
+  int kill_and_reap() {
+    ::killpg(pid_, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {}
+    reaped_ = true;
+    // Orphans of the group are ours (become_subreaper); wait until none is left.
+    while (::waitpid(-pid_, nullptr, 0) > 0 || errno == EINTR) {}
+    return status;
+  }
+
+ private:
+  pid_t pid_;
+  bool reaped_ = false;
+};
 
 void check_positive(double value, const char* field) {
   if (!(value > 0)) throw Error(std::string("sandbox: SandboxLimits.") + field + " must be positive, got " +
@@ -335,6 +354,7 @@ SandboxResult run_python(const std::string& program, const SandboxLimits& limits
   const pid_t pid = ::fork();
   if (pid < 0) throw_errno("fork");
   if (pid == 0) child_main(plan);
+  RunGroup group(pid);
   out.write.reset();
   err.write.reset();
   report.write.reset();
@@ -344,7 +364,7 @@ SandboxResult run_python(const std::string& program, const SandboxLimits& limits
   ssize_t got;
   while ((got = ::read(report.read.get(), &child_report, sizeof child_report)) < 0 && errno == EINTR) {}
   if (got > 0) {
-    reap(pid);
+    group.kill_and_reap();
     const std::string step = kChildStepNames[static_cast<int>(child_report.step)];
     if (child_report.step != ChildStep::kExec)
       throw std::system_error(child_report.error, std::generic_category(), "sandbox: child " + step);
@@ -372,12 +392,9 @@ SandboxResult run_python(const std::string& program, const SandboxLimits& limits
     }
     pump(captures, std::min<Clock::duration>(deadline - now, kTick));
   }
-  // Kill the whole group (the interpreter if it still runs, and whatever it left behind) while
-  // the unreaped interpreter still holds the group id, then reap it.
-  ::killpg(pid, SIGKILL);
-  const int wstatus = reap(pid);
+  // Kill the interpreter if it still runs, and whatever it left behind.
+  const int wstatus = group.kill_and_reap();
   result.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  reap_group(pid);
 
   // The killed descendants close their copies of the pipes as they die; a process that left the
   // group (setsid) could hold them open for ever, so draining stops after a grace period.

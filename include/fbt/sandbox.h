@@ -57,7 +57,7 @@ struct SandboxResult {
   SandboxStatus status = SandboxStatus::kFailed;
   int exit_code = -1;       // the exit status when the program exited, else -1
   int signal = 0;           // the signal that ended it when it was killed, else 0
-  double wall_seconds = 0;  // fork to exit (or to the kill at the timeout)
+  double wall_seconds = 0;  // from fork until the run's processes are all gone
   std::string stdout_text;  // at most max_output_bytes of each stream
   std::string stderr_text;
   bool stdout_truncated = false;
@@ -68,9 +68,10 @@ struct SandboxResult {
 /// comment) and waits for it; returns within about limits.timeout_seconds plus the time to kill
 /// and reap. The interpreter is resolved like execvp would, trying each match in $PATH in turn:
 /// when we are root, a match the sandbox uid may not execute (e.g. a pyenv shim under /root) is
-/// skipped. Throws fbt::Error naming the interpreter if no match can be executed and for limits
-/// that are not positive; std::system_error if a system call of the harness itself fails (temp
-/// directory, pipe, fork).
+/// skipped. When we are root the system temp directory ($TMPDIR, else /tmp) must be enterable by
+/// the sandbox uid. Throws fbt::Error naming the interpreter if no match can be executed and for
+/// limits that are not positive; std::system_error if a system call of the harness fails (temp
+/// directory, pipe, fork) or the child cannot be set up (e.g. chdir: permission denied).
 SandboxResult run_python(const std::string& program, const SandboxLimits& limits = {});
 
 }  // namespace fbt
