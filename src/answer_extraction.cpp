@@ -110,7 +110,8 @@ std::vector<std::string> numbers_in(const std::string& text) {
   for (auto it = std::sregex_iterator(text.begin(), text.end(), number_in_text()); it != std::sregex_iterator(); ++it) {
     std::string number = it->str();
     const auto at = it->position();
-    const bool follows_operand = at > 0 && (std::isalnum(static_cast<unsigned char>(text[at - 1])) || text[at - 1] == ')');
+    const char before = at > 0 ? text[at - 1] : ' ';
+    const bool follows_operand = std::isalnum(static_cast<unsigned char>(before)) || before == ')';
     if (number[0] == '-' && follows_operand) number.erase(0, 1);  // "16-3": a subtraction
     numbers.push_back(normalize_number(number));
   }
