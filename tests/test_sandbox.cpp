@@ -176,7 +176,8 @@ TEST(Sandbox, FreshEmptyWorkingDirectoryIsRemoved) {
   REQUIRE_PYTHON();
   const SandboxResult r = run_python(
       "import os\nprint(os.getcwd())\nprint(os.listdir('.'))\nopen('out.txt', 'w').write('data')\n"
-      "print(os.environ['HOME'] == os.getcwd() == os.environ['TMPDIR'])\n");
+      "print(os.environ['HOME'] == os.getcwd() == os.environ['TMPDIR'])\n"
+      "os.makedirs('a/b')\nos.chmod('a/b', 0)\nos.chmod('a', 0o500)\n");  // removable all the same
   ASSERT_EQ(r.status, SandboxStatus::kPassed) << r.stderr_text;
   std::istringstream out(r.stdout_text);
   std::string cwd, listing, env_ok;
