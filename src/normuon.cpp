@@ -27,7 +27,8 @@ torch::Tensor newton_schulz5(const torch::Tensor& G, int64_t steps) {
 NorMuon::NorMuon(std::vector<std::pair<std::string, torch::Tensor>> params, NorMuonOptions options)
     : params_(std::move(params)), options_(options), momentum_(params_.size()), second_moment_(params_.size()) {
   for (const auto& [name, p] : params_)
-    if (p.dim() != 2) throw Error("NorMuon: parameter '" + name + "' is " + std::to_string(p.dim()) + "-D, not a matrix");
+    if (p.dim() != 2)
+      throw Error("NorMuon: parameter '" + name + "' is " + std::to_string(p.dim()) + "-D, not a matrix");
 }
 
 void NorMuon::step() {
@@ -74,7 +75,8 @@ void NorMuon::load_state(const NamedTensors& tensors, const std::string& path) {
     auto get = [&, &name = name, &W = W](const std::string& suffix, torch::IntArrayRef shape) {
       auto it = byname.find(name + suffix);
       if (it == byname.end()) throw Error(path + ": missing optimiser tensor '" + name + suffix + "'");
-      if (it->second.sizes() != shape) throw Error(path + ": optimiser tensor '" + name + suffix + "' has the wrong shape");
+      if (it->second.sizes() != shape)
+        throw Error(path + ": optimiser tensor '" + name + suffix + "' has the wrong shape");
       return it->second.to(W.device(), W.scalar_type()).clone();
     };
     momentum_[i] = get(".momentum", W.sizes());

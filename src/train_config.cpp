@@ -124,7 +124,8 @@ const EnumNames<CooldownShape>& enum_names<CooldownShape>() {
 }
 template <>
 const EnumNames<Precision>& enum_names<Precision>() {
-  static const EnumNames<Precision> names{{Precision::Auto, "auto"}, {Precision::FP32, "fp32"}, {Precision::BF16, "bf16"}};
+  static const EnumNames<Precision> names{
+      {Precision::Auto, "auto"}, {Precision::FP32, "fp32"}, {Precision::BF16, "bf16"}};
   return names;
 }
 

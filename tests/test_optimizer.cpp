@@ -135,8 +135,8 @@ TEST(TrainingOptimizer, EveryParameterInExactlyOneGroupAndMatricesGoToNorMuon) {
   const auto groups = group_parameters(model, c);
   std::set<std::string> in_normuon;
   for (const auto& [name, p] : groups.at(0).params) in_normuon.insert(name);
-  for (const char* name : {"fusion.w_u.weight", "fusion.w_g.weight", "blocks.0.attn.wq.weight", "blocks.0.attn.gate.weight",
-                           "blocks.0.mlp.w_down.weight"})
+  for (const char* name : {"fusion.w_u.weight", "fusion.w_g.weight", "blocks.0.attn.wq.weight",
+                           "blocks.0.attn.gate.weight", "blocks.0.mlp.w_down.weight"})
     EXPECT_TRUE(in_normuon.count(name)) << name;
   EXPECT_FALSE(in_normuon.count("embedding.weight"));
   TrainingOptimizer opt(model, c);

@@ -141,27 +141,38 @@ struct TrainRun : ::testing::Test {
     prepare_dataset(p, log);
     return p.out_dir;
   }
+
+  /// Options of a `debug`-preset run DIR/name of `steps` steps on TinyShakespeare.
+  TrainOptions debug_run(const std::string& name, int64_t steps, std::vector<std::string> sets = {}) {
+    if (data_.empty()) data_ = prepare_shakespeare();
+    TrainOptions o;
+    o.config = "debug";
+    o.data_dir = data_;
+    o.out_dir = (dir / name).string();
+    o.steps = steps;
+    o.sets = std::move(sets);
+    return o;
+  }
+
+ private:
+  std::string data_;
 };
 
 TEST_F(TrainRun, ResumeReproducesTheUninterruptedLossSequence) {
-  const auto data = prepare_shakespeare();
-  TrainOptions o;
-  o.config = "debug";
-  o.data_dir = data;
-  // K=1..3 from the start so jitter, mixin and pass draws all have to resume exactly.
-  o.sets = {"train.pass_schedule=[{\"until_fraction\":1,\"passes_probabilities\":{\"1\":0.4,\"2\":0.4,\"3\":0.2}}]",
-            "train.batch_size=4", "train.eval_every=0", "train.eval_tokens=2048"};
+  // K=1..3 from the start so jitter, mixin and pass draws all have to resume exactly; the last
+  // 3 steps are the WSD cooldown, so z-loss and AdamC are on the resumed path too.
+  auto o = debug_run("run", 12, {"train.pass_schedule=[{\"until_fraction\":1,\"passes_probabilities\":"
+                                 "{\"1\":0.4,\"2\":0.4,\"3\":0.2}}]",
+                                 "train.batch_size=4", "train.eval_every=0", "train.eval_tokens=2048",
+                                 "train.checkpoint_every=6"});
   std::ostringstream log;
-  o.out_dir = (dir / "run").string();
-  o.steps = 12;
-  o.sets.push_back("train.checkpoint_every=6");
   const auto full = run_training(o, log).losses;
   ASSERT_EQ(full.size(), 12u);
   // Go back to the step-6 checkpoint and resume in a fresh model/optimiser/loader.
   std::ofstream(dir / "run" / "latest") << "step-0000006\n";
   fs::remove_all(dir / "run" / "step-0000012");
   TrainOptions r;
-  r.data_dir = data;
+  r.data_dir = o.data_dir;
   r.out_dir = o.out_dir;
   r.resume = true;
   const auto second = run_training(r, log).losses;
@@ -186,16 +197,11 @@ const char* kSinglePass = "train.pass_schedule=[{\"until_fraction\":1,\"passes_p
 // of 8 (the loader reads windows in order), so the loss sequences agree up to fp32 summation
 // order; the step counts tokens of the whole accumulated batch.
 TEST_F(TrainRun, AccumulationEqualsOneLargeBatch) {
-  const auto data = prepare_shakespeare();
   std::vector<std::vector<double>> runs;
   for (const char* micro : {"train.batch_size=8", "train.batch_size=4"}) {
-    TrainOptions o;
-    o.config = "debug";
-    o.data_dir = data;
-    o.out_dir = (dir / (std::string("run") + micro[17])).string();
-    o.steps = 5;
-    o.sets = {kSinglePass, micro, "train.seq_len=64", "train.batch_tokens=512", "train.warmup_steps=2",
-              "train.eval_every=0", "train.eval_tokens=1024", "train.checkpoint_every=0"};
+    auto o = debug_run(std::string("run") + micro[17], 5,
+                       {kSinglePass, micro, "train.seq_len=64", "train.batch_tokens=512", "train.warmup_steps=2",
+                        "train.eval_every=0", "train.eval_tokens=1024", "train.checkpoint_every=0"});
     std::ostringstream log;
     runs.push_back(run_training(o, log).losses);
     EXPECT_EQ(step_lines(o.out_dir).back().at("tokens").get<int64_t>(), 5 * 512);
@@ -208,14 +214,8 @@ TEST_F(TrainRun, AccumulationEqualsOneLargeBatch) {
 
 // WSD cooldown over the last 25% of 8 steps = steps 7 and 8: z-loss and AdamC on exactly there.
 TEST_F(TrainRun, CooldownSwitchesZLossOnAtItsStart) {
-  const auto data = prepare_shakespeare();
-  TrainOptions o;
-  o.config = "debug";
-  o.data_dir = data;
-  o.out_dir = (dir / "run").string();
-  o.steps = 8;
-  o.sets = {"train.warmup_steps=2", "train.batch_size=2", "train.seq_len=32", "train.eval_every=0",
-            "train.eval_tokens=512", "train.checkpoint_every=0"};
+  auto o = debug_run("run", 8, {"train.warmup_steps=2", "train.batch_size=2", "train.seq_len=32",
+                                "train.eval_every=0", "train.eval_tokens=512", "train.checkpoint_every=0"});
   std::ostringstream log;
   run_training(o, log);
   const auto lines = step_lines(o.out_dir);
@@ -239,17 +239,12 @@ TEST_F(TrainRun, CooldownSwitchesZLossOnAtItsStart) {
 // differs. (With the paper's 1B-scale Adam lr 5e-4 the 64-wide debug model's embedding learns
 // too slowly and the NorMuon recipe loses, 2.196 vs 2.053; see docs/LOG.md 2026-12-01.)
 TEST_F(TrainRun, NorMuonBeatsAdamWOnTinyShakespeare) {
-  const auto data = prepare_shakespeare();
   std::map<std::string, double> tail_loss;
   for (const char* optimizer : {"normuon", "adamw"}) {
-    TrainOptions o;
-    o.config = "debug";
-    o.data_dir = data;
-    o.out_dir = (dir / optimizer).string();
-    o.steps = 300;
-    o.sets = {kSinglePass, std::string("train.optimizer=") + optimizer, "train.warmup_steps=30",
-              "train.batch_size=16", "train.seq_len=64", "train.eval_every=0", "train.eval_tokens=1024",
-              "train.checkpoint_every=0", "train.lr=0.003"};
+    auto o = debug_run(optimizer, 300,
+                       {kSinglePass, std::string("train.optimizer=") + optimizer, "train.lr=0.003",
+                        "train.warmup_steps=30", "train.batch_size=16", "train.seq_len=64", "train.eval_every=0",
+                        "train.eval_tokens=1024", "train.checkpoint_every=0"});
     std::ostringstream log;
     const auto losses = run_training(o, log).losses;
     ASSERT_EQ(losses.size(), 300u);
@@ -263,13 +258,7 @@ TEST_F(TrainRun, NorMuonBeatsAdamWOnTinyShakespeare) {
 }
 
 TEST_F(TrainRun, RefusesToOverwriteADifferentRun) {
-  const auto data = prepare_shakespeare();
-  TrainOptions o;
-  o.config = "debug";
-  o.data_dir = data;
-  o.out_dir = (dir / "run").string();
-  o.steps = 2;
-  o.sets = {"train.eval_tokens=1024"};
+  auto o = debug_run("run", 2, {"train.eval_tokens=1024"});
   std::ostringstream log;
   run_training(o, log);
   EXPECT_THROW(run_training(o, log), Error);
@@ -281,14 +270,8 @@ TEST_F(TrainRun, RefusesToOverwriteADifferentRun) {
 // are skipped, logged, and after max_bad_steps in a row the run stops with a clear error
 // (after writing a checkpoint of the last state for inspection).
 TEST_F(TrainRun, NonFiniteLossesStopTheRun) {
-  const auto data = prepare_shakespeare();
-  TrainOptions o;
-  o.config = "debug";
-  o.data_dir = data;
-  o.out_dir = (dir / "run").string();
-  o.steps = 50;
-  o.sets = {"train.lr=1e30", "train.warmup_steps=0", "train.grad_clip=0", "train.max_bad_steps=3",
-            "train.eval_every=0", "train.checkpoint_every=0"};
+  auto o = debug_run("run", 50, {"train.lr=1e30", "train.warmup_steps=0", "train.grad_clip=0",
+                                 "train.max_bad_steps=3", "train.eval_every=0", "train.checkpoint_every=0"});
   std::ostringstream log;
   try {
     run_training(o, log);
@@ -306,19 +289,14 @@ TEST_F(TrainRun, NonFiniteLossesStopTheRun) {
 // the validation loss must fall below the unigram entropy of the validation bytes, i.e. the
 // model must have learned context (a uniform guess is ln 259 ≈ 5.56 nats; unigram ≈ 3.3).
 TEST_F(TrainRun, DebugModelLearnsTinyShakespeare) {
-  const auto data = prepare_shakespeare();
   std::ifstream f(std::string(FBT_SHARED_DATA) + "/tinyshakespeare/input.txt", std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(f)), {});
   std::map<unsigned char, double> counts;
   for (unsigned char ch : text) counts[ch] += 1;
   double unigram = 0;
   for (const auto& [ch, n] : counts) unigram -= n / text.size() * std::log(n / text.size());
-  TrainOptions o;
-  o.config = "debug";
-  o.data_dir = data;
-  o.out_dir = (dir / "run").string();
-  o.steps = 200;
-  o.sets = {"train.lr=0.003", "train.warmup_steps=20", "train.batch_size=16", "train.eval_tokens=16384"};
+  auto o = debug_run("run", 200,
+                     {"train.lr=0.003", "train.warmup_steps=20", "train.batch_size=16", "train.eval_tokens=16384"});
   std::ostringstream log;
   const auto result = run_training(o, log);
   std::cout << "unigram entropy " << unigram << " nats; val standard " << result.val_standard
