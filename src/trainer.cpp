@@ -265,6 +265,7 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
     const int64_t K = tc.pass_schedule.draw(st.step, tc.steps, pass_rng);
     const double lr_factor = tc.lr_factor(st.step);
     const bool cooldown = tc.in_cooldown(st.step);
+    const double wd_factor = cooldown && tc.adamc ? lr_factor : 1.0;  // AdamC
 
     PassOptions po;
     po.passes = K;
@@ -299,7 +300,7 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
     if (ok) {
       grad_norm = torch::nn::utils::clip_grad_norm_(params, tc.grad_clip > 0 ? tc.grad_clip : INFINITY);
       ok = std::isfinite(grad_norm);
-      if (ok) optimizer.step(lr_factor, cooldown && tc.adamc ? lr_factor : 1.0);
+      if (ok) optimizer.step(lr_factor, wd_factor);
     }
     // Drop gradients (set to none): parameters unused by a step (the fusion when K = 1) then
     // get no AdamW update, the same whether or not earlier steps in this process used them,
@@ -308,7 +309,7 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
     ++st.step;
     result.losses.push_back(ok ? loss : std::nan(""));
     nlohmann::json line{{"step", st.step}, {"passes", K}, {"lr_scale", lr_factor}, {"lr", tc.lr * lr_factor},
-                        {"cooldown", cooldown}};
+                        {"wd_scale", wd_factor}, {"cooldown", cooldown}};
     if (tc.optimizer == OptimizerKind::NorMuon) line["normuon_lr"] = tc.normuon_lr * lr_factor;
     if (!ok) {
       ++st.consecutive_bad;

@@ -228,6 +228,8 @@ TEST_F(TrainRun, CooldownSwitchesZLossOnAtItsStart) {
   EXPECT_DOUBLE_EQ(lines[0].at("lr_scale").get<double>(), 0.5);  // warmup 1/2
   EXPECT_DOUBLE_EQ(lines[6].at("lr_scale").get<double>(), 1.0);  // cooldown start
   EXPECT_DOUBLE_EQ(lines[7].at("lr_scale").get<double>(), 0.5);  // 1 − 1/2
+  EXPECT_DOUBLE_EQ(lines[0].at("wd_scale").get<double>(), 1.0);  // AdamC (wd × lr_t/lr_peak): not in warmup
+  EXPECT_DOUBLE_EQ(lines[7].at("wd_scale").get<double>(), 0.5);
   EXPECT_GT(lines[7].at("z_loss").get<double>(), 0.0);
   EXPECT_NE(log.str().find("optimiser groups"), std::string::npos);
   EXPECT_NE(log.str().find("1.28x"), std::string::npos);
