@@ -49,9 +49,8 @@ torch::Tensor prefill(FBT& model, const torch::Tensor& tokens, const torch::Tens
     auto plain = model->plain_positions(tokens).logical_or(layout.positions == 0);  // [B,T]
     x = model->stack(e_n, layout);
     for (int64_t k = 1; k <= extra; ++k) {
-      auto u = torch::where(plain.unsqueeze(-1), e_n,
-                            model->fused_input(shift_right(model->feedback_state(x)), e_n));
-      x = model->stack(u, layout, k == extra ? &cache : nullptr);
+      x = model->stack(fused_pass_input(model, e_n, model->feedback_state(x), plain), layout,
+                       k == extra ? &cache : nullptr);
     }
   }
   auto last = x.narrow(1, T - 1, 1);  // [B,1,D]

@@ -54,6 +54,11 @@ torch::Tensor shift_right(const torch::Tensor& h) {
   return torch::cat({torch::zeros_like(h.narrow(1, 0, 1)), h.narrow(1, 0, T - 1)}, 1);
 }
 
+torch::Tensor fused_pass_input(FBT& model, const torch::Tensor& e_n, const torch::Tensor& state,
+                               const torch::Tensor& plain) {
+  return torch::where(plain.unsqueeze(-1), e_n, model->fused_input(shift_right(state), e_n));
+}
+
 PassOutput forward_passes(FBT& model, const torch::Tensor& tokens, const torch::Tensor& targets,
                           const PassOptions& o) {
   const int64_t B = tokens.size(0), T = tokens.size(1);
@@ -77,8 +82,7 @@ PassOutput forward_passes(FBT& model, const torch::Tensor& tokens, const torch::
       auto h = o.detach ? state.detach() : state;  // [B,T,D]
       if (o.jitter > 0)
         h = h + (torch::rand(h.sizes(), o.generator, torch::dtype(torch::kFloat)).to(h.device(), h.scalar_type()) * 2 - 1) * o.jitter;
-      auto plain = always_plain.logical_or(prefix_mask(o, B, T, tokens.device()));
-      u = torch::where(plain.unsqueeze(-1), e_n, model->fused_input(shift_right(h), e_n));
+      u = fused_pass_input(model, e_n, h, always_plain.logical_or(prefix_mask(o, B, T, tokens.device())));
     }
     x = run_stack(u);                    // [B,T,D]
     if (k < o.passes || o.keep_states) state = model->feedback_state(x);

@@ -9,6 +9,7 @@
 
 #include "fbt/error.h"
 #include "fbt/eval_loss.h"
+#include "fbt/passes.h"
 #include "test_model_helpers.h"
 
 namespace fbt {
@@ -116,6 +117,56 @@ TEST_F(EvalLoss, ShardOfAnotherVocabIsRejected) {
     EXPECT_NE(std::string(e.what()).find("259"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("300"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace fbt
+
+namespace fbt {
+namespace {
+
+// The contraction diagnostic: loss at k equals evaluate_loss's passes=k (computed there through
+// forward_passes in one call), the relative change equals the one computed here from the
+// states forward_passes returns, and with k ≥ T the map has reached its fixed point (every
+// position exact): the change is 0 and the loss is the sequential recurrence's.
+TEST_F(EvalLoss, ContractionCurveMatchesKPassForwardAndReachesTheFixedPoint) {
+  auto model = make_test_model(config);
+  LossEvalOptions o;
+  o.max_tokens = -1;
+  o.batch = 2;
+  o.passes = 3;
+  o.sequential = true;
+  const auto shard = TokenShard::open(shard_path);
+  const auto losses = evaluate_loss(model, shard, tokenizer, o);
+  const auto curve = contraction_curve(model, shard, tokenizer, kContext + 2, o);
+  ASSERT_EQ(curve.size(), size_t(kContext + 3));
+  for (int k = 0; k <= 3; ++k) {
+    EXPECT_NEAR(curve[k].nats_per_token, losses[k].nats_per_token, 1e-5) << k;
+    EXPECT_NEAR(curve[k].bits_per_byte, losses[k].bits_per_byte, 1e-5) << k;
+  }
+  EXPECT_TRUE(std::isnan(curve[0].relative_change));
+
+  // Relative change by hand on the same 5 windows, from forward_passes' states.
+  torch::NoGradGuard no_grad;
+  PassOptions po;
+  po.passes = 4;
+  po.keep_states = true;
+  std::vector<double> change(4, 0.0);
+  for (int64_t w = 0; w < 5; ++w) {
+    const auto begin = stream.begin() + w * kContext;
+    auto inputs = torch::tensor(std::vector<int64_t>(begin, begin + kContext)).unsqueeze(0);  // [1,T]
+    const auto out = forward_passes(model, inputs, {}, po);
+    for (int k = 1; k <= 3; ++k) {
+      auto now = out.states[k].to(torch::kDouble), before = out.states[k - 1].to(torch::kDouble);  // [1,T,D]
+      change[k] += ((now - before).norm(2, -1) / before.norm(2, -1)).sum().item<double>();
+    }
+  }
+  for (int k = 1; k <= 3; ++k) EXPECT_NEAR(curve[k].relative_change, change[k] / (5 * kContext), 1e-4) << k;
+  EXPECT_GT(curve[1].relative_change, 1e-3);  // the fused map does move the states
+  // Pass k is exact for t < k: after T passes nothing changes any more (up to fp32 rounding).
+  EXPECT_LT(curve[kContext + 1].relative_change, 1e-5);
+  EXPECT_NEAR(curve[kContext + 2].nats_per_token, losses.back().nats_per_token, 1e-4);  // = sequential
+  EXPECT_THROW(contraction_curve(model, shard, tokenizer, -1, o), Error);
 }
 
 }  // namespace

@@ -15,6 +15,8 @@ namespace {
 struct EvalLossArgs {
   std::string checkpoint, data, split = "val", json, device = "cpu";
   LossEvalOptions options;
+  bool contraction = false;
+  int64_t max_passes = 30;
 };
 
 void run_eval_loss(const EvalLossArgs& a) {
@@ -36,10 +38,25 @@ void run_eval_loss(const EvalLossArgs& a) {
     rows.push_back({{"name", r.name}, {"nats_per_token", r.nats_per_token},
                     {"bits_per_byte", r.bits_per_byte}, {"tokens", r.tokens}});
   }
+  nlohmann::json curve_rows = nlohmann::json::array();
+  if (a.contraction) {
+    std::cout << "\ncontraction: k fused passes, loss and mean relative change of the feedback state\n"
+              << "| passes | nats/token | bits/byte | rel. change |\n|---|---|---|---|\n";
+    for (const auto& p : contraction_curve(checkpoint.model, shard, *tokenizer, a.max_passes, a.options)) {
+      char line[160];
+      std::snprintf(line, sizeof line, "| %lld | %.4f | %.4f | %.3e |\n", static_cast<long long>(p.passes),
+                    p.nats_per_token, p.bits_per_byte, p.relative_change);
+      std::cout << line;
+      curve_rows.push_back({{"passes", p.passes}, {"nats_per_token", p.nats_per_token},
+                            {"bits_per_byte", p.bits_per_byte},
+                            {"relative_change", p.passes == 0 ? nlohmann::json() : nlohmann::json(p.relative_change)}});
+    }
+  }
   if (!a.json.empty()) {
-    const nlohmann::json out{{"checkpoint", checkpoint.model_file}, {"step", checkpoint.info.step},
-                             {"data", a.data}, {"split", a.split}, {"context", checkpoint.model->config().context},
-                             {"max_tokens", a.options.max_tokens}, {"results", rows}};
+    nlohmann::json out{{"checkpoint", checkpoint.model_file}, {"step", checkpoint.info.step},
+                       {"data", a.data}, {"split", a.split}, {"context", checkpoint.model->config().context},
+                       {"max_tokens", a.options.max_tokens}, {"results", rows}};
+    if (a.contraction) out["contraction"] = curve_rows;
     write_file_atomic(a.json, out.dump(2) + "\n");
   }
 }
@@ -58,6 +75,10 @@ void add_eval_loss_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--passes", a->options.passes, "Report 0..K fused prefill passes")->capture_default_str();
   cmd->add_flag("--sequential", a->options.sequential, "Also score the exact sequential soft recurrence (slow)");
+  cmd->add_flag("--contraction", a->contraction,
+                "Also iterate the fused-pass map: loss and relative state change for k = 0..--max-passes");
+  cmd->add_option("--max-passes", a->max_passes, "Passes of the contraction diagnostic (1000 is fine: O(1) memory)")
+      ->capture_default_str();
   cmd->add_option("--batch", a->options.batch, "Windows per forward")->capture_default_str();
   cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
   cmd->add_option("--json", a->json, "Also write the results to this JSON file");

@@ -43,4 +43,24 @@ struct LossEvalOptions {
 std::vector<LossResult> evaluate_loss(FBT& model, const TokenShard& shard, const Tokenizer& tokenizer,
                                       const LossEvalOptions& options);
 
+/// One point of the contraction diagnostic (paper Fig. 3 and 10).
+struct ContractionPoint {
+  int64_t passes;          ///< k fused passes after the plain one (0 = the standard forward)
+  double nats_per_token;   ///< loss of the logits after k fused passes
+  double bits_per_byte;    ///< the same in bits per UTF-8 byte of the targets
+  double relative_change;  ///< mean over positions of ‖h^(k) − h^(k−1)‖₂ / ‖h^(k−1)‖₂ (NaN for k = 0)
+};
+
+/// Iterates the fused-pass map up to `max_passes` times on the windows evaluate_loss scores
+/// (same max_tokens, batch), without noise or mixin: h^(0) is the feedback state of the plain
+/// forward and h^(k) = feedback_state(Stack(fused_pass_input(e_n, h^(k−1)))). Reports, for
+/// every k = 0..max_passes, the loss of pass k's logits (identical to evaluate_loss's
+/// "passes=k") and the mean relative change of the feedback state, averaged over all T
+/// positions of all windows (positions t < k are fixed points: their change is 0). A map that
+/// contracts drives the change to 0 and the loss to the sequential recurrence's; one that does
+/// not keeps changing or diverges. Memory is that of one pass: only h^(k−1) is kept, so 1000
+/// passes are possible. Same errors as evaluate_loss (max_passes < 0 instead of passes < 0).
+std::vector<ContractionPoint> contraction_curve(FBT& model, const TokenShard& shard, const Tokenizer& tokenizer,
+                                                int64_t max_passes, const LossEvalOptions& options);
+
 }  // namespace fbt
