@@ -29,7 +29,8 @@ struct MetricResult {
 };
 
 /// The few-shot examples of evaluated item `item`: `shots` distinct indices into a pool of
-/// `pool_size` docs, drawn with std::mt19937_64 seeded by std::seed_seq{seed, seed >> 32, item}
+/// `pool_size` docs, drawn with std::mt19937_64 seeded by std::seed_seq{low 32 bits of seed, high
+/// 32 bits of seed, low 32 bits of item}
 /// (a partial Fisher–Yates shuffle; the same on every platform, independent of --limit and of
 /// the order items are scored in). Throws fbt::Error if shots > pool_size.
 std::vector<int64_t> fewshot_indices(int64_t pool_size, int64_t shots, uint64_t seed, int64_t item);
