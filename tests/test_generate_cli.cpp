@@ -1,39 +1,22 @@
 // `fbt generate` and `fbt eval-loss` end to end through the CLI binary, on a checkpoint and a
 // byte-tokenizer dataset written by the test; greedy output is compared with in-process generate().
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
-#include "fbt/checkpoint.h"
+#include "cli_test_helpers.h"
 #include "fbt/eval_loss.h"
 #include "fbt/generate.h"
-#include "fbt/run_dir.h"
-#include "test_model_helpers.h"
 
 namespace fbt {
 namespace {
 namespace fs = std::filesystem;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
-
-void write_file(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary | std::ios::trunc) << text;
-}
-
-struct CliRun {
-  int rc;
-  std::string out, err;
-};
+using testing::CliRun;
+using testing::make_run_dir;
+using testing::slurp;
+using testing::write_file;
 
 struct GenerateCli : ::testing::Test {
   fs::path dir = fs::temp_directory_path() /
@@ -49,28 +32,8 @@ struct GenerateCli : ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir); }
 
-  /// A run dir as the trainer leaves it: RUNDIR/step-0000001/model.safetensors, RUNDIR/latest and
-  /// RUNDIR/tokenizer/meta.json (all Tokenizer::load needs for the byte tokenizer).
-  static FBT make_run_dir(const fs::path& run_dir, int64_t vocab) {
-    auto config = ModelConfig::preset("debug");
-    config.vocab_size = vocab;
-    config.doc_separator_id = ByteTokenizer::kEos;
-    auto m = testing::make_test_model(config);
-    fs::create_directories(run_dir / step_dir_name(1));
-    save_model((run_dir / step_dir_name(1) / "model.safetensors").string(), m, ByteTokenizer().meta(), 1);
-    write_latest(run_dir.string(), step_dir_name(1));
-    const nlohmann::json meta{{"format", "fbt-dataset"}, {"format_version", 1}, {"tokenizer", ByteTokenizer().meta()}};
-    write_file(run_dir / "tokenizer" / "meta.json", meta.dump(2));
-    return m;
-  }
-
   /// Runs the fbt CLI with `args` (shell-quoted where needed), stdout and stderr apart.
-  CliRun fbt_cli(const std::string& args) const {
-    const fs::path out = dir / "stdout", err = dir / "stderr";
-    const std::string cmd = std::string(FBT_CLI) + " " + args + " > " + out.string() + " 2> " + err.string();
-    const int status = std::system(cmd.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-  }
+  CliRun fbt_cli(const std::string& args) const { return testing::run_cli(dir, args); }
 
   /// Greedy continuation of `text` computed in process: the CLI's prompt is [EOS] + encode(text).
   std::string greedy_text(const std::string& text, DecodeMode mode, int64_t max_new_tokens) {

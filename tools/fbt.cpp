@@ -1,4 +1,4 @@
-// `fbt`: the command-line front end (prepare, train, generate, eval-loss, info).
+// `fbt`: the command-line front end (prepare, train, generate, eval-loss, eval).
 #include <iostream>
 
 #include "commands.h"
@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   fbt::cli::add_prepare_command(app);
   fbt::cli::add_generate_command(app);
   fbt::cli::add_eval_loss_command(app);
+  fbt::cli::add_eval_command(app);
   fbt::cli::add_train_command(app);
   try {
     app.parse(argc, argv);
