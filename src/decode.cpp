@@ -13,6 +13,11 @@ const EnumNames<DecodeMode>& enum_names<DecodeMode>() {
   return names;
 }
 
+std::string mode_label(DecodeMode mode, int64_t fused_passes) {
+  const std::string name = enum_to_string(mode);
+  return mode == DecodeMode::Fused ? name + "(" + std::to_string(fused_passes) + ")" : name;
+}
+
 namespace {
 
 /// Feeds one token per row through the cached stack. plain [B] bool picks the plain input,

@@ -33,23 +33,28 @@ double item_value(Metric metric, const Doc& doc, const std::vector<ScoreResult>&
   throw Error("internal: unknown metric");
 }
 
-/// Mean of `values` with its standard error sd/sqrt(n) (sd with n−1; NaN for n < 2); for
-/// perplexity exp(−mean) with the delta-method error exp(−mean)·sd/sqrt(n).
+/// mean_result of the item values; for perplexity exp(−mean) with the delta-method error
+/// exp(−mean)·sd/sqrt(n).
 MetricResult aggregate(Metric metric, const std::vector<double>& values) {
-  const auto n = static_cast<double>(values.size());
-  const double mean = std::accumulate(values.begin(), values.end(), 0.0) / n;
-  double squares = 0;
-  for (double v : values) squares += (v - mean) * (v - mean);
-  const double sem = values.size() < 2 ? std::numeric_limits<double>::quiet_NaN() : std::sqrt(squares / (n - 1) / n);
-  MetricResult r{metric_name(metric), mean, sem, static_cast<int64_t>(values.size())};
+  MetricResult r = mean_result(metric_name(metric), values);
   if (metric == Metric::Perplexity) {
-    r.value = std::exp(-mean);
-    r.stderr_ = r.value * sem;
+    r.value = std::exp(-r.value);
+    r.stderr_ = r.value * r.stderr_;
   }
   return r;
 }
 
 }  // namespace
+
+MetricResult mean_result(const std::string& metric, const std::vector<double>& values) {
+  if (values.empty()) throw Error("no values to average for " + metric);
+  const auto n = static_cast<double>(values.size());
+  const double mean = std::accumulate(values.begin(), values.end(), 0.0) / n;
+  double squares = 0;
+  for (double v : values) squares += (v - mean) * (v - mean);
+  const double sem = values.size() < 2 ? std::numeric_limits<double>::quiet_NaN() : std::sqrt(squares / (n - 1) / n);
+  return {metric, mean, sem, static_cast<int64_t>(values.size())};
+}
 
 std::vector<int64_t> fewshot_indices(int64_t pool_size, int64_t shots, uint64_t seed, int64_t item) {
   if (shots > pool_size)

@@ -1,67 +1,160 @@
-// `fbt eval TASK...`: few-shot multiple-choice / cloze scores in the standard and fused(k) modes.
+// `fbt eval TASK...`: few-shot multiple-choice / cloze scores (standard, fused(k)) and generation
+// tasks (standard, soft, fused(k)), as Markdown tables, a results JSON and a per-sample JSONL.
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "cli_common.h"
 #include "commands.h"
 #include "fbt/error.h"
+#include "fbt/eval_gen.h"
 #include "fbt/eval_mc.h"
 #include "fbt/run_dir.h"
 
 namespace fbt::cli {
 namespace {
 
+/// --shots when not given: lm-eval's usual 5 for multiple choice; generation tasks use their own.
+constexpr int64_t kDefaultMcShots = 5;
+
 struct EvalArgs {
   std::vector<std::string> tasks;
-  std::string checkpoint, data_dir, mode = "standard", out, device = "cpu";
+  std::string checkpoint, data_dir, mode = "standard", out, samples_path, device = "cpu";
   int64_t fused_passes = 1, batch = 16;
   McEvalOptions options;
+  GenEvalOptions gen;
 };
 
-/// The fused passes of each evaluated mode: 0 is standard, k is fused(k).
-std::vector<int64_t> mode_passes(const EvalArgs& a) {
-  if (a.fused_passes < 1) throw Error("--fused-passes must be >= 1 (got " + std::to_string(a.fused_passes) + ")");
+/// The fused passes of each multiple-choice scoring mode: 0 is standard, k is fused(k).
+std::vector<int64_t> mc_passes(const EvalArgs& a, const std::string& task) {
+  if (a.mode == "soft")
+    throw Error("--mode soft: task " + task + " is scored teacher forced, in standard or fused mode only");
   if (a.mode == "standard") return {0};
   if (a.mode == "fused") return {a.fused_passes};
   return {0, a.fused_passes};
 }
 
+/// The decoding modes of generation tasks.
+std::vector<DecodeMode> gen_modes(const EvalArgs& a) {
+  if (a.mode == "all") return {DecodeMode::Standard, DecodeMode::Soft, DecodeMode::Fused};
+  return {enum_from_string<DecodeMode>(a.mode, "--mode")};
+}
+
+/// Prints "done/total" progress on stderr, ending the line when done.
+std::function<void(int64_t, int64_t)> progress(const std::string& what, const char* unit) {
+  return [what, unit](int64_t done, int64_t total) {
+    std::cerr << "\r" << what << ": " << done << "/" << total << " " << unit << (done == total ? "\n" : "")
+              << std::flush;
+  };
+}
+
+std::string format_value(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4f", v);
+  return text;
+}
+
+void run_mc_task(const EvalArgs& a, LoadedCheckpoint& checkpoint, const Tokenizer& tokenizer, const TaskSpec& task,
+                 const std::vector<Doc>& docs, nlohmann::json& rows) {
+  McEvalOptions options = a.options;
+  if (options.shots < 0) options.shots = kDefaultMcShots;
+  for (int64_t k : mc_passes(a, task.name)) {
+    ModelScorer scorer(checkpoint.model, k, a.batch);
+    options.on_progress = progress(task.name + " " + scorer.mode_name(), "items");
+    for (const auto& r : evaluate_task(task, docs, tokenizer, scorer, options)) {
+      std::cout << "| " << task.name << " | " << scorer.mode_name() << " | " << r.metric << " | "
+                << format_value(r.value) << " | " << format_value(r.stderr_) << " | " << r.n << " |\n"
+                << std::flush;
+      rows.push_back({{"task", task.name}, {"mode", scorer.mode_name()}, {"metric", r.metric},
+                      {"value", r.value}, {"stderr", r.stderr_}, {"n", r.n},
+                      {"shots", options.shots}, {"seed", options.seed}});
+    }
+  }
+}
+
+void run_gen_task(const EvalArgs& a, LoadedCheckpoint& checkpoint, const Tokenizer& tokenizer,
+                  const GenTaskSpec& task, const GenTaskData& data, nlohmann::json& rows, std::ostream* samples) {
+  const GenerateFn generate_fn = [&](const std::vector<std::vector<int64_t>>& prompts, const GenerationOptions& g) {
+    return generate(checkpoint.model, prompts, g);
+  };
+  const int64_t shots = a.gen.shots < 0 ? task.default_shots : a.gen.shots;
+  for (DecodeMode mode : gen_modes(a)) {
+    GenEvalOptions options = a.gen;
+    options.mode = mode;
+    options.fused_passes = a.fused_passes;
+    options.batch = a.batch;
+    options.context = checkpoint.model->config().context;
+    const std::string label = mode_label(mode, a.fused_passes);
+    options.on_progress = progress(task.name + " " + label, "completions");
+    const auto result = evaluate_generation(task, data, tokenizer, generate_fn, options);
+    for (const auto& m : result.metrics) {
+      const auto& r = m.result;
+      const std::string metric = (m.best ? "best_" : "") + r.metric;
+      std::cout << "| " << task.name << " | " << label << " | " << metric << " | " << m.temperature << " | "
+                << format_value(r.value) << " | " << format_value(r.stderr_) << " | " << r.n << " |\n"
+                << std::flush;
+      nlohmann::json row{{"task", task.name}, {"mode", label}, {"metric", metric}, {"value", r.value},
+                         {"stderr", r.stderr_}, {"n", r.n}, {"shots", shots}, {"seed", options.seed},
+                         {"temperature", m.temperature}, {"max_new_tokens", options.max_new_tokens}};
+      if (task.sampled) row["samples_per_problem"] = options.samples;
+      rows.push_back(row);
+    }
+    if (samples == nullptr) continue;
+    for (const auto& s : result.samples)
+      *samples << nlohmann::json{{"task", task.name}, {"mode", label}, {"problem", s.problem}, {"id", s.id},
+                                 {"temperature", s.temperature}, {"sample", s.sample},
+                                 {"prompt_tokens", s.prompt_tokens}, {"prompt_truncated", s.prompt_truncated},
+                                 {"completion", s.completion}, {"tokens", s.tokens}, {"extracted", s.extracted},
+                                 {"correct", s.correct}, {"status", s.status}}
+                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+               << "\n";
+    samples->flush();
+  }
+}
+
+/// --samples, else the --out path with its extension replaced by ".samples.jsonl", else none.
+std::string samples_file(const EvalArgs& a) {
+  if (!a.samples_path.empty() || a.out.empty()) return a.samples_path;
+  return std::filesystem::path(a.out).replace_extension(".samples.jsonl").string();
+}
+
 void run_eval(const EvalArgs& a) {
-  const auto passes = mode_passes(a);
+  if (a.fused_passes < 1) throw Error("--fused-passes must be >= 1 (got " + std::to_string(a.fused_passes) + ")");
   auto checkpoint = load_checkpoint(a.checkpoint, a.device);
   const auto tokenizer = load_run_tokenizer(checkpoint);
-  std::vector<std::vector<Doc>> docs;  // per task; all read before any scoring
-  for (const auto& name : a.tasks) docs.push_back(load_docs(find_task(name), a.data_dir));
+  std::vector<std::string> mc, gen;  // task names by kind, in command-line order
+  for (const auto& name : a.tasks) (find_gen_task(name) ? gen : mc).push_back(name);
+  std::vector<std::vector<Doc>> docs;  // all data read before any scoring
+  std::vector<GenTaskData> gen_data;
+  for (const auto& name : mc) docs.push_back(load_docs(find_task(name), a.data_dir));
+  for (const auto& name : gen) gen_data.push_back(load_gen_task(*find_gen_task(name), a.data_dir));
   std::cout << "checkpoint " << checkpoint.model_file << " (step " << checkpoint.info.step << "), data "
-            << a.data_dir << ", " << a.options.shots << "-shot, seed " << a.options.seed << "\n"
-            << "| task | mode | metric | value | stderr | n |\n|---|---|---|---|---|---|\n"
-            << std::flush;
+            << a.data_dir << ", seed " << a.options.seed << "\n";
   nlohmann::json rows = nlohmann::json::array();
-  for (size_t t = 0; t < a.tasks.size(); ++t) {
-    const TaskSpec& task = find_task(a.tasks[t]);
-    for (int64_t k : passes) {
-      ModelScorer scorer(checkpoint.model, k, a.batch);
-      McEvalOptions options = a.options;
-      options.on_progress = [&](int64_t done, int64_t total) {
-        std::cerr << "\r" << task.name << " " << scorer.mode_name() << ": " << done << "/" << total << " items"
-                  << (done == total ? "\n" : "") << std::flush;
-      };
-      for (const auto& r : evaluate_task(task, docs[t], *tokenizer, scorer, options)) {
-        char line[256];
-        std::snprintf(line, sizeof line, "| %s | %s | %s | %.4f | %.4f | %lld |\n", task.name.c_str(),
-                      scorer.mode_name().c_str(), r.metric.c_str(), r.value, r.stderr_, static_cast<long long>(r.n));
-        std::cout << line << std::flush;
-        rows.push_back({{"task", task.name}, {"mode", scorer.mode_name()}, {"metric", r.metric},
-                        {"value", r.value}, {"stderr", r.stderr_}, {"n", r.n},
-                        {"shots", a.options.shots}, {"seed", a.options.seed}});
-      }
+  if (!mc.empty()) {
+    std::cout << "| task | mode | metric | value | stderr | n |\n|---|---|---|---|---|---|\n" << std::flush;
+    for (size_t t = 0; t < mc.size(); ++t) run_mc_task(a, checkpoint, *tokenizer, find_task(mc[t]), docs[t], rows);
+  }
+  if (!gen.empty()) {
+    const std::string path = samples_file(a);
+    std::ofstream samples;
+    if (!path.empty()) {
+      samples.open(path, std::ios::binary | std::ios::trunc);
+      if (!samples) throw Error("--samples: cannot write '" + path + "'");
     }
+    std::cout << (mc.empty() ? "" : "\n") << "| task | mode | metric | temperature | value | stderr | n |\n"
+              << "|---|---|---|---|---|---|---|\n" << std::flush;
+    for (size_t t = 0; t < gen.size(); ++t)
+      run_gen_task(a, checkpoint, *tokenizer, *find_gen_task(gen[t]), gen_data[t], rows, path.empty() ? nullptr : &samples);
+    if (!path.empty()) std::cerr << "samples written to " << path << "\n";
   }
   if (!a.out.empty()) {
     const nlohmann::json out{{"checkpoint", checkpoint.model_file}, {"step", checkpoint.info.step},
                              {"config", checkpoint.info.config.to_json()}, {"data_dir", a.data_dir},
-                             {"shots", a.options.shots}, {"seed", a.options.seed}, {"limit", a.options.limit},
+                             {"shots", a.options.shots < 0 ? kDefaultMcShots : a.options.shots},
+                             {"seed", a.options.seed}, {"limit", a.options.limit}, {"samples", samples_file(a)},
                              {"results", rows}};
     write_file_atomic(a.out, out.dump(2) + "\n");
   }
@@ -71,33 +164,61 @@ void run_eval(const EvalArgs& a) {
 
 void add_eval_command(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
+  a->options.shots = -1;
   CLI::App* cmd = app.add_subcommand(
-      "eval", "Few-shot multiple-choice / cloze evaluation (lm-evaluation-harness prompts and metrics)");
+      "eval", "Few-shot multiple-choice / cloze evaluation (lm-evaluation-harness prompts and metrics) and "
+              "generation tasks (math Pass@1, code pass@k)");
   std::vector<std::string> names;
-  std::string footer = "\nTasks (files under --data-dir; the last 100 records of each are the few-shot pool):\n";
-  for (const auto& t : builtin_tasks()) {
-    names.push_back(t.name);
-    footer += "  " + t.name + std::string(t.name.size() < 15 ? 15 - t.name.size() : 1, ' ') + t.summary + "\n" +
-              std::string(17, ' ') + t.path + (t.labels_path.empty() ? "" : " + " + t.labels_path) + "\n";
-  }
+  const auto line = [&](const std::string& name, const std::string& summary, const std::string& files) {
+    names.push_back(name);
+    return "  " + name + std::string(name.size() < 15 ? 15 - name.size() : 1, ' ') + summary + "\n" +
+           std::string(17, ' ') + files + "\n";
+  };
+  std::string footer = "\nMultiple-choice tasks (files under --data-dir; the last 100 records of each are the "
+                       "few-shot pool; modes standard, fused):\n";
+  for (const auto& t : builtin_tasks())
+    footer += line(t.name, t.summary, t.path + (t.labels_path.empty() ? "" : " + " + t.labels_path));
+  footer += "\nGeneration tasks (modes standard, soft, fused; see include/fbt/eval_gen_tasks.h):\n";
+  for (const auto& t : builtin_gen_tasks())
+    footer += line(t.name, t.summary, t.path + (t.fewshot_path.empty() ? "" : " + " + t.fewshot_path));
   cmd->footer(footer);
   cmd->add_option("tasks", a->tasks, "Tasks to evaluate (see below)")->required()->check(CLI::IsMember(names));
   cmd->add_option("--checkpoint", a->checkpoint, "Model file, step directory or run directory")->required();
   cmd->add_option("--data-dir", a->data_dir, "Directory holding the task files (the layout of shared/data)")
       ->envname("FBT_DATA_DIR")
       ->required();
-  cmd->add_option("--mode", a->mode, "standard, fused (k fused passes) or all (standard, then fused)")
-      ->check(CLI::IsMember({"standard", "fused", "all"}))
+  cmd->add_option("--mode,--modes", a->mode,
+                  "standard, soft (generation only), fused (k fused passes) or all (every mode the task has)")
+      ->check(CLI::IsMember({"standard", "soft", "fused", "all"}))
       ->capture_default_str();
-  cmd->add_option("--fused-passes", a->fused_passes, "k of fused(k): fused passes before scoring")
+  cmd->add_option("--fused-passes", a->fused_passes, "k of fused(k): fused passes before scoring / decoding")
       ->capture_default_str();
-  cmd->add_option("--shots", a->options.shots, "Few-shot examples per item")->capture_default_str();
+  cmd->add_option("--shots", a->options.shots,
+                  "Few-shot examples per item (default: 5 for multiple choice, the task's own for generation)");
   cmd->add_option("--limit", a->options.limit, "Evaluate the first N items at most (-1: all)")->capture_default_str();
-  cmd->add_option("--seed", a->options.seed, "Seed of the few-shot draws")->capture_default_str();
-  cmd->add_option("--batch", a->batch, "Sequences per forward")->capture_default_str();
+  cmd->add_option("--seed", a->options.seed, "Seed of the few-shot draws (and of sampling)")->capture_default_str();
+  cmd->add_option("--batch", a->batch, "Sequences per forward / generate call")->capture_default_str();
   cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
   cmd->add_option("--out", a->out, "Also write the results to this JSON file");
-  cmd->callback([a] { run_eval(*a); });
+  cmd->add_option("--samples", a->samples_path,
+                  "Generation: per-sample JSONL (default: the --out path with extension .samples.jsonl)");
+  cmd->add_option("--max-new-tokens", a->gen.max_new_tokens, "Generation: tokens per completion at most")
+      ->capture_default_str();
+  cmd->add_option("--samples-per-problem", a->gen.samples, "Code tasks: n samples per problem and temperature")
+      ->capture_default_str();
+  cmd->add_option("--temperatures", a->gen.temperatures, "Code tasks: sampling temperatures (best reported)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--pass-k", a->gen.ks, "Code tasks: k of the reported pass@k")->delimiter(',')->capture_default_str();
+  cmd->add_option("--sandbox-timeout", a->gen.sandbox.timeout_seconds, "Code tasks: wall-clock seconds per program")
+      ->capture_default_str();
+  cmd->add_option("--sandbox-jobs", a->gen.sandbox_jobs, "Code tasks: programs run at once")->capture_default_str();
+  cmd->callback([a] {
+    a->gen.shots = a->options.shots;
+    a->gen.limit = a->options.limit;
+    a->gen.seed = a->options.seed;
+    run_eval(*a);
+  });
 }
 
 }  // namespace fbt::cli

@@ -76,11 +76,6 @@ std::string read_prompt(const GenerateArgs& a) {
   return text.str();
 }
 
-std::string mode_label(DecodeMode mode, int64_t fused_passes) {
-  const std::string name = enum_to_string(mode);
-  return mode == DecodeMode::Fused ? name + "(" + std::to_string(fused_passes) + ")" : name;
-}
-
 /// Generates once in `mode`, streaming text to stdout and one timing line to stderr.
 void generate_streaming(FBT& model, const Tokenizer& tokenizer, const std::vector<int64_t>& prompt,
                         DecodeMode mode, const GenerateArgs& a) {

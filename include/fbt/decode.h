@@ -17,6 +17,9 @@ enum class DecodeMode { Standard, Soft, Fused };
 template <>
 const EnumNames<DecodeMode>& enum_names<DecodeMode>();
 
+/// The mode's name in tables and records: "standard", "soft" or "fused(k)".
+std::string mode_label(DecodeMode mode, int64_t fused_passes);
+
 /// Prefills `cache` with left-padded prompts tokens [B,T] (valid [B,T] false on the leading
 /// pads; every row must end with a real token). Sets cache.h_prev to the feedback state and
 /// cache.last_token to the token of the last prompt position. `fused_passes` (k ≥ 1) is used

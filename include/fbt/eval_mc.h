@@ -28,6 +28,11 @@ struct MetricResult {
   int64_t n;           ///< items evaluated
 };
 
+/// The mean of `values` reported as `metric`, with the standard error sd/sqrt(n) (sd with n−1, so
+/// sqrt(p(1−p)/(n−1)) for 0/1 values: lm-eval's mean_stderr; NaN for n < 2). Throws fbt::Error
+/// naming `metric` if values is empty.
+MetricResult mean_result(const std::string& metric, const std::vector<double>& values);
+
 /// The few-shot examples of evaluated item `item`: `shots` distinct indices into a pool of
 /// `pool_size` docs, drawn with std::mt19937_64 seeded by std::seed_seq{low 32 bits of seed, high
 /// 32 bits of seed, low 32 bits of item}

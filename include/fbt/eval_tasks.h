@@ -58,6 +58,7 @@ enum class RecordFormat {
   JsonArray,      ///< one JSON array of objects
   JsonLines,      ///< one JSON object per line (blank lines skipped)
   HellaSwagText,  ///< llama.cpp's 6 lines per item -> {"query", "label" (int), "endings" [4]}
+  GzipJsonLines,  ///< JsonLines compressed with gzip (e.g. HumanEval.jsonl.gz)
 };
 
 /// Everything that makes a task: where its records are, how one record becomes a Doc (the
@@ -74,6 +75,11 @@ struct TaskSpec {
   std::vector<Metric> metrics;
   int64_t fewshot_pool = 100;  ///< the last this many records: few-shot pool, never evaluated
 };
+
+/// The records of the file `path` in `format`, in file order (HellaSwagText: the objects described
+/// at RecordFormat). Throws fbt::Error naming the file (and line) if it cannot be read, decompressed
+/// or parsed.
+std::vector<nlohmann::json> read_records(const std::string& path, RecordFormat format);
 
 /// The built-in tasks, in the order of `fbt eval --help`.
 const std::vector<TaskSpec>& builtin_tasks();
