@@ -2,7 +2,8 @@
 # Installs every build and runtime dependency of fbt from Debian 12's packages.
 set -euo pipefail
 pkgs=(cmake g++ make git libtorch-dev sentencepiece
-      nlohmann-json3-dev libcli11-dev libgtest-dev libssl-dev fortunes
+      nlohmann-json3-dev libcli11-dev libgtest-dev libssl-dev zlib1g-dev fortunes
+      python3  # runs HumanEval/MBPP programs in the sandbox (fbt eval)
       libopenblas0-pthread)  # optimised BLAS: libtorch-dev alone pulls the reference BLAS
 missing=()
 for p in "${pkgs[@]}"; do
