@@ -3,6 +3,7 @@
 set -euo pipefail
 pkgs=(cmake g++ make git libtorch-dev sentencepiece
       nlohmann-json3-dev libcli11-dev libgtest-dev libssl-dev fortunes
+      libgloo-dev  # headers of Gloo, the CPU collectives of libtorch's c10d (distributed training)
       libopenblas0-pthread)  # optimised BLAS: libtorch-dev alone pulls the reference BLAS
 missing=()
 for p in "${pkgs[@]}"; do
