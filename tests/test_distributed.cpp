@@ -171,7 +171,7 @@ TEST_F(Distributed, TwoGlooProcessesReproduceOneProcessLossSequence) {
     multi_pass |= one[i].at("passes").get<int>() > 1;
   }
   EXPECT_TRUE(multi_pass);  // the fusion's gradients were reduced too
-  EXPECT_GT(one[0].at("loss").get<double>() - one[19].at("loss").get<double>(), 0.1);  // it trains
+  EXPECT_GT(one[0].at("loss").get<double>() - one[14].at("loss").get<double>(), 0.1);  // it trains (K = 1 so far)
   EXPECT_TRUE(fs::exists(tmp.path / "two" / "step-0000020" / "model.safetensors"));
   EXPECT_NE(read_text(tmp.path / "two_rank0.log").find("data parallel: 2 processes (c10d gloo"), std::string::npos);
   EXPECT_EQ(read_text(tmp.path / "two_rank1.log"), "");  // ranks > 0 print nothing
