@@ -4,6 +4,7 @@ set -euo pipefail
 pkgs=(cmake g++ make git libtorch-dev sentencepiece
       nlohmann-json3-dev libcli11-dev libgtest-dev libssl-dev zlib1g-dev fortunes
       python3  # runs HumanEval/MBPP programs in the sandbox (fbt eval)
+      libgloo-dev  # headers of Gloo, the CPU collectives of libtorch's c10d (distributed training)
       libopenblas0-pthread)  # optimised BLAS: libtorch-dev alone pulls the reference BLAS
 missing=()
 for p in "${pkgs[@]}"; do

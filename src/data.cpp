@@ -243,6 +243,11 @@ std::pair<torch::Tensor, torch::Tensor> BatchLoader::next() {
   return {rows.narrow(1, 0, seq_).contiguous(), rows.narrow(1, 1, seq_).contiguous()};  // [B,T] each
 }
 
+void BatchLoader::skip() {
+  for (int64_t b = 0; b < batch_; ++b) rng_();  // the draws of next(), one per row
+  ++drawn_;
+}
+
 nlohmann::json BatchLoader::state() const {
   std::ostringstream rng;
   rng << rng_;

@@ -25,7 +25,15 @@ torch::Tensor newton_schulz5(const torch::Tensor& G, int64_t steps) {
 }
 
 NorMuon::NorMuon(std::vector<std::pair<std::string, torch::Tensor>> params, NorMuonOptions options)
-    : params_(std::move(params)), options_(options), momentum_(params_.size()), second_moment_(params_.size()) {
+    : params_(std::move(params)),
+      options_(options),
+      orthogonalize_([](const std::vector<torch::Tensor>& U, int64_t steps) {
+        std::vector<torch::Tensor> O;
+        for (const auto& u : U) O.push_back(newton_schulz5(u, steps));
+        return O;
+      }),
+      momentum_(params_.size()),
+      second_moment_(params_.size()) {
   for (const auto& [name, p] : params_)
     if (p.dim() != 2)
       throw Error("NorMuon: parameter '" + name + "' is " + std::to_string(p.dim()) + "-D, not a matrix");
@@ -34,19 +42,26 @@ NorMuon::NorMuon(std::vector<std::pair<std::string, torch::Tensor>> params, NorM
 void NorMuon::step() {
   torch::NoGradGuard no_grad;
   const auto& o = options_;
+  std::vector<size_t> active;  // parameters with a gradient this step
+  std::vector<torch::Tensor> U;
   for (size_t i = 0; i < params_.size(); ++i) {
-    auto& W = params_[i].second;
+    const auto& W = params_[i].second;
     const auto& G = W.grad();
     if (!G.defined()) continue;
     auto& M = momentum_[i];
-    auto& v = second_moment_[i];
     if (!M.defined()) {
       M = torch::zeros_like(W);
-      v = torch::zeros({W.size(0), 1}, W.options());
+      second_moment_[i] = torch::zeros({W.size(0), 1}, W.options());
     }
     M.lerp_(G, 1.0 - o.momentum);                  // M ← β1 M + (1−β1) G
-    auto U = torch::lerp(G, M, o.momentum);         // Nesterov: (1−β1) G + β1 M
-    auto O = newton_schulz5(U, o.ns_steps);         // [m,n]
+    U.push_back(torch::lerp(G, M, o.momentum));    // Nesterov: (1−β1) G + β1 M
+    active.push_back(i);
+  }
+  const auto orthogonal = orthogonalize_(U, o.ns_steps);
+  for (size_t j = 0; j < active.size(); ++j) {
+    auto& W = params_[active[j]].second;
+    auto& v = second_moment_[active[j]];
+    const auto& O = orthogonal[j];                  // [m,n]
     v.lerp_(O.square().mean(1, /*keepdim=*/true), 1.0 - o.beta2);
     auto O_hat = O / (v.sqrt() + o.eps);
     O_hat.mul_(O.norm() / (O_hat.norm() + o.eps));   // keep ‖Ô‖_F = ‖O‖_F

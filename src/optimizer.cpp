@@ -68,6 +68,10 @@ void TrainingOptimizer::step(double lr_factor, double wd_factor) {
   if (adam_) adam_->step();
 }
 
+void TrainingOptimizer::set_orthogonalizer(NorMuon::Orthogonalizer orthogonalize) {
+  if (normuon_) normuon_->set_orthogonalizer(std::move(orthogonalize));
+}
+
 std::string TrainingOptimizer::describe() const {
   std::ostringstream s;
   s << "optimiser groups:\n";

@@ -21,6 +21,7 @@
 #include "fbt/data.h"
 #include "fbt/error.h"
 #include "fbt/eval_loss.h"
+#include "fbt/gradient_sync.h"
 #include "fbt/optimizer.h"
 #include "fbt/passes.h"
 #include "fbt/precision.h"
@@ -101,12 +102,44 @@ struct RunState {
   std::map<int64_t, int64_t> pass_counts;
 };
 
+/// Checks and prepares the run directory: refuses a different run without --resume/--force,
+/// clears it with --force, copies the dataset's tokenizer into RUNDIR/tokenizer.
+void prepare_run_dir(const TrainOptions& opt, const nlohmann::json& tok) {
+  const fs::path out(opt.out_dir), data(opt.data_dir);
+  if (!opt.resume && fs::exists(out / "run.json") && !opt.force)
+    throw Error("--out " + opt.out_dir + " already holds a run (run.json); use --resume to continue it or --force to replace it");
+  if (opt.force && fs::exists(out)) {
+    for (const auto& entry : fs::directory_iterator(out)) {
+      const auto name = entry.path().filename().string();
+      if (name.rfind("step-", 0) == 0 || name == "latest" || name == "metrics.jsonl" || name == "run.json" || name == "tokenizer")
+        fs::remove_all(entry.path());
+    }
+  }
+  fs::create_directories(out / "tokenizer");
+  fs::copy_file(data / "meta.json", out / "tokenizer" / "meta.json", fs::copy_options::overwrite_existing);
+  if (tok.contains("model"))
+    fs::copy_file(data / tok.at("model").get<std::string>(), out / "tokenizer" / tok.at("model").get<std::string>(),
+                  fs::copy_options::overwrite_existing);
+}
+
 }  // namespace
 
-TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
+TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) {
   const fs::path out(opt.out_dir), data(opt.data_dir);
   if (opt.out_dir.empty()) throw Error("--out is required");
   if (opt.resume && opt.force) throw Error("--resume and --force exclude each other");
+  if (opt.dist.normuon != "replicate" && opt.dist.normuon != "shard")
+    throw Error("--normuon-orthogonalize " + opt.dist.normuon + ": expected replicate or shard");
+
+  // ---- data parallelism: rendezvous first, so a rank that fails below ends the others' waits
+  const auto env = distributed_env_from_environment();
+  const bool rank0 = env.rank == 0;
+  std::ostream null_log(nullptr);  // ranks > 0 print nothing
+  std::ostream& log = rank0 ? rank0_log : null_log;
+  torch::Device device(opt.device);
+  if (env.active() && device.is_cuda() && !device.has_index()) device = torch::Device(torch::kCUDA, env.local_rank);
+  std::unique_ptr<Communicator> comm;
+  if (env.active()) comm = std::make_unique<Communicator>(env, opt.dist, device);
 
   // ---- configuration: preset/file + --set, or the stored one on --resume
   RunConfig rc;
@@ -141,41 +174,38 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
   const int64_t T = rc.train.seq_len > 0 ? rc.train.seq_len : rc.model.context;
   if (T > rc.model.context)
     throw Error("train.seq_len " + std::to_string(T) + " exceeds model.context " + std::to_string(rc.model.context));
-  const int64_t accum = rc.train.accumulation(T);
+  const int64_t accum = rc.train.accumulation(T);  // micro-batches per step, all ranks together
+  if (accum % env.world_size != 0)
+    throw Error("WORLD_SIZE " + std::to_string(env.world_size) + " does not divide the " + std::to_string(accum) +
+                " micro-batches of a step (train.batch_tokens / (train.batch_size x seq_len)); set train.batch_tokens "
+                "to a multiple of WORLD_SIZE x batch_size x seq_len");
+  const int64_t local_accum = accum / env.world_size;  // this rank's share, micro-batches [rank·local, ...)
   auto train_shard = open_split(opt.data_dir, "train");
   auto val_shard = open_split(opt.data_dir, "val");
 
-  // ---- run directory
-  if (!opt.resume && fs::exists(out / "run.json") && !opt.force)
-    throw Error("--out " + opt.out_dir + " already holds a run (run.json); use --resume to continue it or --force to replace it");
-  if (opt.force && fs::exists(out)) {
-    for (const auto& entry : fs::directory_iterator(out)) {
-      const auto name = entry.path().filename().string();
-      if (name.rfind("step-", 0) == 0 || name == "latest" || name == "metrics.jsonl" || name == "run.json" || name == "tokenizer")
-        fs::remove_all(entry.path());
-    }
-  }
-  fs::create_directories(out / "tokenizer");
-  fs::copy_file(data / "meta.json", out / "tokenizer" / "meta.json", fs::copy_options::overwrite_existing);
-  if (tok.contains("model"))
-    fs::copy_file(data / tok.at("model").get<std::string>(), out / "tokenizer" / tok.at("model").get<std::string>(),
-                  fs::copy_options::overwrite_existing);
+  // ---- run directory (rank 0 alone writes it)
+  if (rank0) prepare_run_dir(opt, tok);
 
-  const torch::Device device(opt.device);
   const nlohmann::json record{{"config", rc.to_json()},
                               {"data", fs::absolute(data).string()},
                               {"git_sha", git_sha()},
                               {"torch_version", torch_version()},
                               {"device", opt.device},
                               {"threads", torch::get_num_threads()},
+                              {"world_size", env.world_size},
                               {"parameters", rc.model.parameter_count()}};
-  if (!opt.resume) write_file_atomic((out / "run.json").string(), record.dump(2) + "\n");
+  if (!opt.resume && rank0) write_file_atomic((out / "run.json").string(), record.dump(2) + "\n");
   log << "fbt train  git " << git_sha() << "  libtorch " << torch_version() << "  device " << opt.device
       << "  threads " << torch::get_num_threads() << "\n"
       << rc.to_json().dump(2) << "\n"
       << "parameters: " << rc.model.parameter_count() << "  tokens/step: " << accum * rc.train.batch_size * T
       << " (" << accum << " micro-batch" << (accum > 1 ? "es" : "") << " of " << rc.train.batch_size << " x " << T << ")"
       << "  expected passes/step: " << rc.train.pass_schedule.expected_passes() << "\n";
+  if (comm)
+    log << "data parallel: " << env.world_size << " processes (c10d " << comm->backend_name() << ", MASTER "
+        << env.master_addr << ":" << env.master_port << "), " << local_accum << " micro-batch"
+        << (local_accum > 1 ? "es" : "") << " per rank per step, NorMuon orthogonalisation: " << opt.dist.normuon
+        << ", timeout " << opt.dist.timeout_s << " s\n";
 
   // ---- model, optimiser, RNGs, loader
   const auto& tc = rc.train;
@@ -189,7 +219,7 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
       << " (weights, optimiser state and loss fp32)\n";
   BatchLoader loader(train_shard, tc.batch_size, T, tc.seed);
   std::mt19937_64 pass_rng(tc.seed ^ 0x9E3779B97F4A7C15ULL);
-  auto generator = at::make_generator<at::CPUGeneratorImpl>(tc.seed + 1);
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(tc.seed + 1 + env.rank);  // jitter, mixin
   RunState st;
 
   if (opt.resume) {
@@ -202,18 +232,29 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
     optimizer.load_state(load_tensors(opt_file).tensors, opt_file);
     std::ifstream tf(dir / "trainer.json");
     const auto tj = nlohmann::json::parse(tf);
+    const int64_t saved_world = tj.value("world_size", int64_t(1));
+    if (saved_world != env.world_size)
+      throw Error("--resume: " + dir.string() + " was written by a run of " + std::to_string(saved_world) +
+                  " process(es) but WORLD_SIZE is " + std::to_string(env.world_size) +
+                  "; resume with the same number of processes");
     st.step = tj.at("step");
     st.tokens = tj.at("tokens");
     st.token_equivalent = tj.at("token_equivalent");
     st.consecutive_bad = tj.at("consecutive_bad");
     for (const auto& [k, v] : tj.at("pass_counts").items()) st.pass_counts[std::stoll(k)] = v;
     std::istringstream(tj.at("pass_rng").get<std::string>()) >> pass_rng;
-    generator.set_state(hex_decode(tj.at("torch_generator")));
+    generator.set_state(hex_decode(env.active() ? tj.at("torch_generators").at(env.rank) : tj.at("torch_generator")));
     loader.set_state(tj.at("loader"));
     log << "resumed from " << dir.string() << " at step " << st.step << "\n";
   }
 
+  // Every rank holds the same weights, optimiser state and loader state; only the jitter/mixin
+  // generators differ, so rank 0 collects theirs and writes the checkpoint alone.
   auto save_checkpoint = [&] {
+    const auto own_generator = hex_encode(generator.get_state());
+    const auto generators = comm ? comm->gather_strings("generators/" + std::to_string(st.step), own_generator)
+                                 : std::vector<std::string>{own_generator};
+    if (!rank0) return;
     const auto name = step_dir_name(st.step);
     const auto tmp = out / (name + ".tmp"), final_dir = out / name;
     fs::remove_all(tmp);
@@ -224,10 +265,11 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
     rng << pass_rng;
     nlohmann::json counts = nlohmann::json::object();
     for (const auto& [k, v] : st.pass_counts) counts[std::to_string(k)] = v;
-    const nlohmann::json tj{{"step", st.step}, {"tokens", st.tokens}, {"token_equivalent", st.token_equivalent},
+    nlohmann::json tj{{"step", st.step}, {"tokens", st.tokens}, {"token_equivalent", st.token_equivalent},
                             {"consecutive_bad", st.consecutive_bad}, {"pass_counts", counts},
-                            {"pass_rng", rng.str()}, {"torch_generator", hex_encode(generator.get_state())},
-                            {"loader", loader.state()}};
+                            {"pass_rng", rng.str()}, {"torch_generator", own_generator},
+                            {"loader", loader.state()}, {"world_size", env.world_size}};
+    if (comm) tj["torch_generators"] = generators;
     write_file_atomic((tmp / "trainer.json").string(), tj.dump(2) + "\n");
     fs::remove_all(final_dir);
     fs::rename(tmp, final_dir);
@@ -235,11 +277,26 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
   };
 
   // ---- the loop
-  std::ofstream metrics(out / "metrics.jsonl", std::ios::app);
+  std::ofstream metrics;  // stays closed on ranks > 0: their writes are dropped
+  if (rank0) metrics.open(out / "metrics.jsonl", std::ios::app);
   const bool tty = isatty(STDOUT_FILENO) && &log == &std::cout;
   StopSignals signals;
   TrainResult result;
   auto params = model->parameters();
+  std::unique_ptr<GradientSync> sync;
+  if (comm) {
+    comm->broadcast(params, 0);  // identical seeds already agree; this makes it a guarantee
+    // Activation checkpointing accumulates a parameter once per pass: no hook-launched buckets.
+    sync = std::make_unique<GradientSync>(*comm, params, int64_t(opt.dist.bucket_mb * (1 << 20)),
+                                          /*overlap=*/!tc.activation_checkpointing);
+    if (opt.dist.normuon == "shard")
+      optimizer.set_orthogonalizer([&comm](const std::vector<torch::Tensor>& U, int64_t ns_steps) {
+        return orthogonalize_sharded(*comm, U, ns_steps);
+      });
+    log << "gradient all-reduce: " << sync->bucket_count() << " bucket(s) of <= " << opt.dist.bucket_mb << " MiB"
+        << (tc.activation_checkpointing ? ", after backward (activation checkpointing)" : ", overlapping backward")
+        << "\n";
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t first_step = st.step;
   const auto tokenizer = Tokenizer::load(opt.data_dir);
@@ -277,9 +334,15 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
     po.z_loss = cooldown ? tc.z_loss : 0.0;
     po.generator = generator;
     // Gradient accumulation: the same K for every micro-batch; each contributes loss / accum.
+    // Micro-batch m of the step belongs to rank m / local_accum; the others' are skipped.
     double loss = 0, z_loss = 0;
     std::vector<double> per_pass(K, 0.0);
     for (int64_t m = 0; m < accum; ++m) {
+      if (m / local_accum != env.rank) {
+        loader.skip();
+        continue;
+      }
+      if (sync && m == (env.rank + 1) * local_accum - 1) sync->arm();  // the last: buckets go out in backward
       auto [x, y] = loader.next();
       PassOutput out_pass;
       {
@@ -294,6 +357,20 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
         per_pass[k] += out_pass.losses[k].item<double>() / double(accum);
         if (po.z_loss > 0) z_loss += out_pass.z_losses[k].item<double>() / double(accum * K);
       }
+    }
+    bool stop = g_stop_requested;
+    double comm_s = 0;
+    if (comm) {  // sum gradients, losses and the stop flag (every rank stops after the same step)
+      comm_s = sync->finish();
+      const auto comm_start = std::chrono::steady_clock::now();
+      std::vector<double> stats{loss, z_loss, stop ? 1.0 : 0.0};
+      stats.insert(stats.end(), per_pass.begin(), per_pass.end());
+      stats = comm->allreduce_sum(stats);
+      loss = stats[0];
+      z_loss = stats[1];
+      stop = stats[2] > 0;
+      std::copy(stats.begin() + 3, stats.end(), per_pass.begin());
+      comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - comm_start).count();
     }
     double grad_norm = std::nan("");
     bool ok = std::isfinite(loss);
@@ -336,6 +413,7 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
                    {"pass_fractions", pass_fractions(st.pass_counts)}, {"losses", per_pass}, {"loss", loss},
                    {"grad_norm", grad_norm}, {"tokens_per_s", n / step_s}, {"elapsed_s", elapsed}});
       if (po.z_loss > 0) line["z_loss"] = z_loss;
+      if (comm) line["comm_s"] = comm_s;  // gradient/loss all-reduce time not hidden by backward
       metrics << line.dump() << "\n" << std::flush;
       const double eta = elapsed / double(st.step - first_step) * double(tc.steps - st.step);
       if (tty) {
@@ -353,9 +431,9 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
       }
     }
     const bool last = st.step == tc.steps;
-    if ((tc.eval_every > 0 && st.step % tc.eval_every == 0) || last) validate();
-    if ((tc.checkpoint_every > 0 && st.step % tc.checkpoint_every == 0) || last || g_stop_requested) save_checkpoint();
-    if (g_stop_requested && !last) {
+    if (((tc.eval_every > 0 && st.step % tc.eval_every == 0) || last) && rank0) validate();
+    if ((tc.checkpoint_every > 0 && st.step % tc.checkpoint_every == 0) || last || stop) save_checkpoint();
+    if (stop && !last) {
       log << (tty ? "\n" : "") << "interrupted: checkpoint written at step " << st.step << " ("
           << (out / step_dir_name(st.step)).string() << "); continue with --resume\n";
       result.interrupted = true;
@@ -363,6 +441,7 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& log) {
     }
   }
   if (tty) log << "\n";
+  if (comm) comm->barrier();  // leave together: rank 0 may still be validating or writing
   result.last_step = st.step;
   std::ostringstream fractions;
   const auto realised = pass_fractions(st.pass_counts);

@@ -207,6 +207,18 @@ TEST(DataLoader, ResumeFromStateRepeatsTheNextBatches) {
   EXPECT_THROW(b.set_state(broken), Error);
 }
 
+// Data-parallel ranks share one stream: skip() passes over exactly the batch next() would read.
+TEST(DataLoader, SkipPassesOverTheBatchNextWouldRead) {
+  TempDir dir;
+  TokenShard shard = TokenShard::open(write_iota(dir.path, 3000));
+  BatchLoader reader(shard, 4, 20, 5), skipper(shard, 4, 20, 5);
+  reader.next();
+  skipper.skip();
+  EXPECT_EQ(skipper.batches_drawn(), 1);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(reader.next().first, skipper.next().first)) << "batch " << i;
+  EXPECT_EQ(skipper.state()["rng"], reader.state()["rng"]);
+}
+
 TEST(DataLoader, ShardSmallerThanOneWindowIsRefused) {
   TempDir dir;
   const std::string path = write_iota(dir.path, 10);

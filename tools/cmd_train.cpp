@@ -18,6 +18,19 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--resume", opt->resume, "Continue the run in --out from its latest checkpoint");
   cmd->add_flag("--force", opt->force, "Replace a different run already in --out");
   cmd->add_option("--device", opt->device, "cpu or cuda")->capture_default_str();
+  // Data parallelism: launched with WORLD_SIZE > 1 (scripts/launch.sh, torchrun); see README.
+  cmd->add_option("--dist-backend", opt->dist.backend, "c10d backend: auto (nccl for cuda, gloo for cpu), gloo, nccl")
+      ->capture_default_str();
+  cmd->add_option("--dist-timeout", opt->dist.timeout_s, "Seconds before a missing or stuck rank fails the others")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--bucket-mb", opt->dist.bucket_mb, "Gradient all-reduce bucket size, MiB")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--normuon-orthogonalize", opt->dist.normuon,
+                  "replicate (every rank orthogonalises every matrix) or shard (one rank per matrix, broadcast)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"replicate", "shard"}));
   cmd->callback([opt] { run_training(*opt, std::cout); });
 }
 

@@ -22,6 +22,9 @@ int main(int argc, char** argv) {
   } catch (const c10::Error& e) {
     std::cerr << "error: " << e.what_without_backtrace() << "\n";
     return 1;
+  } catch (const std::runtime_error& e) {  // c10d/Gloo: a peer rank died or timed out
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
   }
   return 0;
 }

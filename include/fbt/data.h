@@ -97,6 +97,9 @@ class BatchLoader {
 
   /// {inputs [B,T], targets [B,T]}, int64 on CPU; targets[b][t] == inputs[b][t+1] within a row.
   std::pair<torch::Tensor, torch::Tensor> next();
+  /// Steps over the batch next() would return without reading it (counts as drawn). Ranks of
+  /// a data-parallel run share one stream and skip each other's micro-batches (trainer.cpp).
+  void skip();
   int64_t batches_drawn() const { return drawn_; }
 
   /// Everything needed to resume: {"kind", "seed", "rank", "world_size", "batch", "seq",

@@ -2,6 +2,7 @@
 // (SPEC §6; paper §4; Li et al., arXiv 2510.05491, reference code zichongli5/NorMuon).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ struct NorMuonOptions {
 /// Parameters whose grad is undefined are skipped (their state is not touched).
 class NorMuon {
  public:
+  /// Maps the list of U [m,n] of one step to their O = newton_schulz5(U, ns_steps), in order.
+  using Orthogonalizer = std::function<std::vector<torch::Tensor>(const std::vector<torch::Tensor>& U,
+                                                                  int64_t ns_steps)>;
+
   /// Throws fbt::Error naming the parameter if one is not 2-D.
   NorMuon(std::vector<std::pair<std::string, torch::Tensor>> params, NorMuonOptions options);
 
@@ -48,6 +53,9 @@ class NorMuon {
   void step();
 
   NorMuonOptions& options() { return options_; }
+  /// Replaces the default (newton_schulz5 on each matrix in turn), e.g. by one that shares the
+  /// matrices across data-parallel ranks (orthogonalize_sharded in distributed.h).
+  void set_orthogonalizer(Orthogonalizer orthogonalize) { orthogonalize_ = std::move(orthogonalize); }
   const std::vector<std::pair<std::string, torch::Tensor>>& params() const { return params_; }
 
   /// State as named tensors "<param>.momentum" [m,n] and "<param>.row_second_moment" [m,1]
@@ -60,6 +68,7 @@ class NorMuon {
  private:
   std::vector<std::pair<std::string, torch::Tensor>> params_;
   NorMuonOptions options_;
+  Orthogonalizer orthogonalize_;
   std::vector<torch::Tensor> momentum_, second_moment_;  // per parameter; undefined before step 1
 };
 

@@ -42,6 +42,9 @@ class TrainingOptimizer {
   /// `wd_factor` (AdamC in the cooldown: lr_t / lr_peak; 1 otherwise).
   void step(double lr_factor, double wd_factor);
 
+  /// Hands NorMuon's orthogonalisation to `orthogonalize` (no effect without a NorMuon group).
+  void set_orthogonalizer(NorMuon::Orthogonalizer orthogonalize);
+
   const std::vector<ParamGroup>& groups() const { return groups_; }
   /// A table of the groups: name, parameter count, tensors and their shapes, lr, wd, rule.
   std::string describe() const;

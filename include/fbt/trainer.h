@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "fbt/distributed.h"
+
 namespace fbt {
 
 /// Everything `fbt train` takes from its command line.
@@ -16,7 +18,8 @@ struct TrainOptions {
   int64_t steps = 0;                ///< overrides train.steps when > 0
   bool resume = false;              ///< continue from RUNDIR/latest
   bool force = false;               ///< replace a different run already in out_dir
-  std::string device = "cpu";       ///< "cpu" or "cuda"
+  std::string device = "cpu";       ///< "cpu" or "cuda" (a data-parallel rank takes cuda:LOCAL_RANK)
+  DistributedOptions dist;          ///< used when launched with WORLD_SIZE > 1 (distributed.h)
 };
 
 /// Summary of a finished (or interrupted) run.
@@ -33,8 +36,20 @@ struct TrainResult {
 /// nats/token and bits/byte); checkpoints every checkpoint_every steps, at the end and on
 /// SIGINT/SIGTERM (after finishing the step). Non-finite losses skip the update; after
 /// max_bad_steps in a row it throws. Progress goes to `log`.
+///
+/// Data parallel (WORLD_SIZE > 1 in the environment, torchrun's variables; scripts/launch.sh):
+/// every rank runs this function with the same options. The global batch is the same as in one
+/// process: its micro-batches come from one seeded window stream and rank r computes the r-th
+/// contiguous share of them (accumulating batch_tokens / (world_size · batch_size · seq_len)
+/// micro-batches), so the loss sequence matches a single process up to fp32 summation order
+/// (jitter and mixin draws excepted: each rank has its own generator). Gradients are summed in
+/// buckets during the last micro-batch's backward (gradient_sync.h); K comes from the pass RNG,
+/// identical on every rank. Rank 0 alone logs, validates and writes the run directory; resume
+/// needs the same world size and RUNDIR readable by every rank. A dead or stuck peer makes the
+/// others throw within dist.timeout_s.
 /// Throws fbt::Error for bad input: unknown config keys, missing data, a run directory that
-/// holds a different run (without resume/force), a resume whose config differs.
+/// holds a different run (without resume/force), a resume whose config or world size differs,
+/// micro-batches per step not divisible by WORLD_SIZE, bad WORLD_SIZE/RANK/MASTER_* variables.
 TrainResult run_training(const TrainOptions& options, std::ostream& log);
 
 }  // namespace fbt
