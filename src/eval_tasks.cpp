@@ -158,6 +158,23 @@ nlohmann::json parse_json(const std::string& text, const std::string& where) {
   }
 }
 
+/// Sets record["label"] from line i of `path` (choice indices; blank lines are skipped).
+void attach_labels(std::vector<nlohmann::json>& records, const std::string& path) {
+  std::vector<int64_t> labels;
+  for_each_line(path, [&](const std::string& line, int64_t number) {
+    if (strip(line).empty()) return;
+    labels.push_back(parse_index(line));
+    if (labels.back() < 0)
+      throw Error(path + ":" + std::to_string(number) + ": label \"" + line + "\" is not a choice index");
+  });
+  if (labels.size() != records.size())
+    throw Error(path + " has " + std::to_string(labels.size()) + " labels but its records file has " +
+                std::to_string(records.size()) + " records");
+  for (size_t i = 0; i < records.size(); ++i) records[i]["label"] = labels[i];
+}
+
+}  // namespace
+
 std::vector<nlohmann::json> read_records(const std::string& path, RecordFormat format) {
   std::vector<nlohmann::json> records;
   switch (format) {
@@ -191,23 +208,6 @@ std::vector<nlohmann::json> read_records(const std::string& path, RecordFormat f
   }
   return records;
 }
-
-/// Sets record["label"] from line i of `path` (choice indices; blank lines are skipped).
-void attach_labels(std::vector<nlohmann::json>& records, const std::string& path) {
-  std::vector<int64_t> labels;
-  for_each_line(path, [&](const std::string& line, int64_t number) {
-    if (strip(line).empty()) return;
-    labels.push_back(parse_index(line));
-    if (labels.back() < 0)
-      throw Error(path + ":" + std::to_string(number) + ": label \"" + line + "\" is not a choice index");
-  });
-  if (labels.size() != records.size())
-    throw Error(path + " has " + std::to_string(labels.size()) + " labels but its records file has " +
-                std::to_string(records.size()) + " records");
-  for (size_t i = 0; i < records.size(); ++i) records[i]["label"] = labels[i];
-}
-
-}  // namespace
 
 std::string metric_name(Metric metric) {
   switch (metric) {

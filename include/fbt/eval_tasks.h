@@ -75,6 +75,10 @@ struct TaskSpec {
   int64_t fewshot_pool = 100;  ///< the last this many records: few-shot pool, never evaluated
 };
 
+/// Reads the records of `path` in `format`, in file order (blank JSON lines skipped). Throws
+/// fbt::Error naming the file (and line) when it cannot be read or is malformed.
+std::vector<nlohmann::json> read_records(const std::string& path, RecordFormat format);
+
 /// The built-in tasks, in the order of `fbt eval --help`.
 const std::vector<TaskSpec>& builtin_tasks();
 
