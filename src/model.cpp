@@ -232,12 +232,17 @@ torch::Tensor FBTImpl::plain_positions(const torch::Tensor& tokens) const {
   return plain;
 }
 
-torch::Tensor FBTImpl::stack(const torch::Tensor& u, const Layout& layout, KVCache* cache) {
+torch::Tensor FBTImpl::stack(const torch::Tensor& u, const Layout& layout, KVCache* cache,
+                             std::vector<torch::Tensor>* layer_states) {
   const int64_t first_slot = cache ? cache->reserve(layout) : 0;
   auto rope = make_rope(layout.positions, config_.head_dim(), config_.rope_theta);
   auto masks = make_masks(config_, layout, cache, first_slot);
   auto x = u;  // [B,T,D]
-  for (const auto& block : *blocks_) x = block->as<BlockImpl>()->forward(x, rope, masks, cache, first_slot);
+  if (layer_states) *layer_states = {x};
+  for (const auto& block : *blocks_) {
+    x = block->as<BlockImpl>()->forward(x, rope, masks, cache, first_slot);
+    if (layer_states) layer_states->push_back(x);
+  }
   return x;
 }
 

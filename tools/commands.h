@@ -10,6 +10,8 @@ void add_prepare_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_eval_loss_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
+void add_synth_command(CLI::App& app);
+void add_eval_probe_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 
 }  // namespace fbt::cli

@@ -1,4 +1,4 @@
-// `fbt`: the command-line front end (prepare, train, generate, eval-loss, eval).
+// `fbt`: the command-line front end (prepare, train, generate, eval-loss, eval, synth, eval-probe).
 #include <iostream>
 
 #include "commands.h"
@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
   fbt::cli::add_generate_command(app);
   fbt::cli::add_eval_loss_command(app);
   fbt::cli::add_eval_command(app);
+  fbt::cli::add_synth_command(app);
+  fbt::cli::add_eval_probe_command(app);
   fbt::cli::add_train_command(app);
   try {
     app.parse(argc, argv);

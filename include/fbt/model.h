@@ -3,6 +3,8 @@
 // Shape legend: B batch, T tokens in this call, S key slots, D model width, H query heads,
 // Hkv key/value heads, Dh = D/H head dim, F = d_ff, V vocabulary, L layers.
 #pragma once
+#include <vector>
+
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/embedding.h>
@@ -118,7 +120,10 @@ class FBTImpl : public torch::nn::Module {
 
   /// Runs the L blocks on inputs u [B,T,D] laid out by `layout`; returns the top residual
   /// stream x [B,T,D] (before the final norm). With `cache`, keys/values are appended to it.
-  torch::Tensor stack(const torch::Tensor& u, const Layout& layout, KVCache* cache = nullptr);
+  /// With `layer_states` (probes), it is cleared and receives the L+1 residual streams [B,T,D]:
+  /// u (layer 0), then x after each block (the last is the returned x).
+  torch::Tensor stack(const torch::Tensor& u, const Layout& layout, KVCache* cache = nullptr,
+                      std::vector<torch::Tensor>* layer_states = nullptr);
   /// The state the LM head reads: FinalNorm(x) [B,T,D].
   torch::Tensor final_norm(const torch::Tensor& x);
   /// The state fed back to the next position: FinalNorm(x) (post_norm) or x (pre_norm).
