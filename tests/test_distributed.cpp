@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "fbt/prepare.h"
+#include "metrics_lines.h"
 #include "temp_dir.h"
 
 extern char** environ;
@@ -93,16 +94,7 @@ std::string read_text(const fs::path& p) {
   return s.str();
 }
 
-/// The training lines of RUNDIR/metrics.jsonl, in order.
-std::vector<nlohmann::json> step_lines(const fs::path& run) {
-  std::ifstream f(run / "metrics.jsonl");
-  std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(f, line);) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("passes")) lines.push_back(j);
-  }
-  return lines;
-}
+using testing::step_lines;
 
 class Distributed : public ::testing::Test {
  protected:

@@ -11,6 +11,7 @@
 #include "fbt/prepare.h"
 #include "fbt/train_config.h"
 #include "fbt/trainer.h"
+#include "metrics_lines.h"
 #include "temp_dir.h"
 
 namespace fbt {
@@ -180,16 +181,7 @@ TEST_F(TrainRun, ResumeReproducesTheUninterruptedLossSequence) {
   for (size_t i = 0; i < 6; ++i) EXPECT_EQ(second[i], full[6 + i]) << "step " << 7 + i;
 }
 
-/// Reads RUNDIR/metrics.jsonl: the training lines (those with "passes"), in order.
-std::vector<nlohmann::json> step_lines(const fs::path& run) {
-  std::ifstream f(run / "metrics.jsonl");
-  std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(f, line);) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("passes")) lines.push_back(j);
-  }
-  return lines;
-}
+using testing::step_lines;
 
 const char* kSinglePass = "train.pass_schedule=[{\"until_fraction\":1,\"passes_probabilities\":{\"1\":1}}]";
 

@@ -81,7 +81,7 @@ void add_eval_loss_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--batch", a->options.batch, "Windows per forward")->capture_default_str();
   cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
-  cmd->add_option("--json", a->json, "Also write the results to this JSON file");
+  cmd->add_option("--out,--json", a->json, "Also write the results to this JSON file");
   cmd->callback([a] { run_eval_loss(*a); });
 }
 
