@@ -143,12 +143,13 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) {
 
   // ---- configuration: preset/file + --set, or the stored one on --resume
   RunConfig rc;
+  nlohmann::json stored;  // RUNDIR/run.json on --resume
   if (opt.resume) {
     const auto run_json = out / "run.json";
     if (!fs::is_regular_file(run_json) || !fs::is_regular_file(out / "latest"))
       throw Error("--resume: " + opt.out_dir + " holds no run to resume (needs run.json and latest)");
     std::ifstream f(run_json);
-    const auto stored = nlohmann::json::parse(f);
+    stored = nlohmann::json::parse(f);
     rc.model = ModelConfig::from_json(stored.at("config").at("model"), run_json.string() + ": model");
     fields_from_json(stored.at("config").at("train"), run_json.string() + ": train", rc.train);
     if (!opt.sets.empty()) throw Error("--resume continues the stored config; --set is not allowed");
@@ -246,6 +247,19 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) {
     generator.set_state(hex_decode(env.active() ? tj.at("torch_generators").at(env.rank) : tj.at("torch_generator")));
     loader.set_state(tj.at("loader"));
     log << "resumed from " << dir.string() << " at step " << st.step << "\n";
+    // A new --steps total changes the schedules (warmup/cooldown, pass phases are fractions of
+    // it): say so, and record it in run.json so the run stays described by its record.
+    const int64_t stored_steps = stored.at("config").at("train").at("steps");
+    if (tc.steps != stored_steps) {
+      log << "note: train.steps changed from " << stored_steps << " to " << tc.steps
+          << "; the lr and pass schedules now span " << tc.steps << " steps (run.json updated)\n";
+      if (rank0) {
+        stored["config"]["train"]["steps"] = tc.steps;
+        stored["resumes"].push_back({{"at_step", st.step}, {"steps_before", stored_steps}, {"steps_after", tc.steps},
+                                     {"git_sha", git_sha()}});
+        write_file_atomic((out / "run.json").string(), stored.dump(2) + "\n");
+      }
+    }
   }
 
   // Every rank holds the same weights, optimiser state and loader state; only the jitter/mixin

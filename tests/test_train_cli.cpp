@@ -83,6 +83,13 @@ TEST(TrainCli, SigintWritesACheckpointAndResumeContinues) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_TRUE(fs::is_regular_file(run / ("step-" + std::string(7 - std::to_string(stopped_at + 2).size(), '0') +
                                          std::to_string(stopped_at + 2)) / "model.safetensors"));
+  // The new total is recorded in run.json, with the resume that changed it.
+  std::ifstream record(run / "run.json");
+  const auto j = nlohmann::json::parse(record);
+  EXPECT_EQ(j.at("config").at("train").at("steps").get<int64_t>(), stopped_at + 2);
+  ASSERT_EQ(j.at("resumes").size(), 1u);
+  EXPECT_EQ(j.at("resumes")[0].at("at_step").get<int64_t>(), stopped_at);
+  EXPECT_EQ(j.at("resumes")[0].at("steps_before").get<int64_t>(), 100000);
 }
 
 }  // namespace
