@@ -152,9 +152,10 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) {
     stored = nlohmann::json::parse(f);
     rc.model = ModelConfig::from_json(stored.at("config").at("model"), run_json.string() + ": model");
     fields_from_json(stored.at("config").at("train"), run_json.string() + ": train", rc.train);
-    if (!opt.sets.empty()) throw Error("--resume continues the stored config; --set is not allowed");
+    if (!opt.sets.empty() || !opt.config.empty())
+      throw Error("--resume continues the stored config (run.json); --config and --set are not allowed");
   } else {
-    rc = RunConfig::load(opt.config);
+    rc = RunConfig::load(opt.config.empty() ? "small" : opt.config);
     for (const auto& s : opt.sets) rc.set(s);
   }
   if (opt.steps > 0) rc.train.steps = opt.steps;
@@ -178,8 +179,10 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) {
   const int64_t accum = rc.train.accumulation(T);  // micro-batches per step, all ranks together
   if (accum % env.world_size != 0)
     throw Error("WORLD_SIZE " + std::to_string(env.world_size) + " does not divide the " + std::to_string(accum) +
-                " micro-batches of a step (train.batch_tokens / (train.batch_size x seq_len)); set train.batch_tokens "
-                "to a multiple of WORLD_SIZE x batch_size x seq_len");
+                " micro-batches of a step (train.batch_tokens / (train.batch_size x seq_len)); " +
+                (opt.resume ? std::string("resume with the run's number of processes")
+                            : "set train.batch_tokens to a multiple of WORLD_SIZE x batch_size x seq_len = " +
+                                  std::to_string(env.world_size * rc.train.batch_size * T)));
   const int64_t local_accum = accum / env.world_size;  // this rank's share, micro-batches [rank·local, ...)
   auto train_shard = open_split(opt.data_dir, "train");
   auto val_shard = open_split(opt.data_dir, "val");
@@ -202,6 +205,11 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) {
       << "parameters: " << rc.model.parameter_count() << "  tokens/step: " << accum * rc.train.batch_size * T
       << " (" << accum << " micro-batch" << (accum > 1 ? "es" : "") << " of " << rc.train.batch_size << " x " << T << ")"
       << "  expected passes/step: " << rc.train.pass_schedule.expected_passes() << "\n";
+  if (rc.train.warmup_steps >= rc.train.steps ||
+      (rc.train.warmup_steps > 0 && rc.train.in_cooldown(rc.train.warmup_steps - 1)))
+    log << "note: the warmup of train.warmup_steps = " << rc.train.warmup_steps
+        << (rc.train.warmup_steps >= rc.train.steps ? " outlasts the run" : " runs into the cooldown")
+        << ", so the peak lr is never reached (lower it for short runs)\n";
   if (comm)
     log << "data parallel: " << env.world_size << " processes (c10d " << comm->backend_name() << ", MASTER "
         << env.master_addr << ":" << env.master_port << "), " << local_accum << " micro-batch"
@@ -246,6 +254,9 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) {
     std::istringstream(tj.at("pass_rng").get<std::string>()) >> pass_rng;
     generator.set_state(hex_decode(env.active() ? tj.at("torch_generators").at(env.rank) : tj.at("torch_generator")));
     loader.set_state(tj.at("loader"));
+    if (tc.steps <= st.step)
+      throw Error("--steps " + std::to_string(tc.steps) + ": the run in " + opt.out_dir + " is already at step " +
+                  std::to_string(st.step) + "; give a larger total to continue it");
     log << "resumed from " << dir.string() << " at step " << st.step << "\n";
     // A new --steps total changes the schedules (warmup/cooldown, pass phases are fractions of
     // it): say so, and record it in run.json so the run stays described by its record.
@@ -430,15 +441,18 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) {
       if (comm) line["comm_s"] = comm_s;  // gradient/loss all-reduce time not hidden by backward
       metrics << line.dump() << "\n" << std::flush;
       const double eta = elapsed / double(st.step - first_step) * double(tc.steps - st.step);
+      std::ostringstream loss_text;  // total = L1 + λ·mean(L2..LK): also show pass 1 alone when K > 1
+      loss_text << std::fixed << std::setprecision(4) << loss;
+      if (K > 1) loss_text << " (pass 1: " << per_pass[0] << ")";
       if (tty) {
         const int width = 30, filled = int(width * st.step / tc.steps);
         log << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << st.step << "/"
-            << tc.steps << "  loss " << std::fixed << std::setprecision(3) << loss << "  K=" << K << "  "
+            << tc.steps << "  loss " << loss_text.str() << "  K=" << K << "  " << std::fixed
             << std::setprecision(0) << n / step_s << " tok/s  ETA " << format_duration(eta) << "   "
             << std::defaultfloat << std::flush;
       } else if (st.step % tc.log_every == 0 || st.step == tc.steps) {
-        log << "step " << st.step << "/" << tc.steps << "  loss " << std::fixed << std::setprecision(4) << loss
-            << "  K=" << K << "  lr x" << std::setprecision(3) << lr_factor
+        log << "step " << st.step << "/" << tc.steps << "  loss " << loss_text.str() << "  K=" << K << "  lr x"
+            << std::fixed << std::setprecision(3) << lr_factor
             << "  grad_norm " << std::setprecision(3) << grad_norm << "  " << std::setprecision(0) << n / step_s
             << " tok/s  elapsed " << format_duration(elapsed) << "  ETA " << format_duration(eta) << "\n"
             << std::defaultfloat << std::flush;

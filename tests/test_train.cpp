@@ -251,6 +251,30 @@ TEST_F(TrainRun, NorMuonBeatsAdamWOnTinyShakespeare) {
   EXPECT_LT(tail_loss["normuon"], tail_loss["adamw"]);
 }
 
+// --resume continues the stored run: another --config is refused, and so is a total of steps the
+// run has already reached (it would rewrite run.json without training).
+TEST_F(TrainRun, ResumeRefusesAnotherConfigAndAReachedTotal) {
+  auto o = debug_run("run", 4, {"train.eval_tokens=1024", "train.warmup_steps=1"});
+  std::ostringstream log;
+  run_training(o, log);
+  TrainOptions r;
+  r.data_dir = o.data_dir;
+  r.out_dir = o.out_dir;
+  r.resume = true;
+  r.config = "small";
+  EXPECT_THROW(run_training(r, log), Error);
+  r.config.clear();
+  r.steps = 4;
+  try {
+    run_training(r, log);
+    FAIL() << "resumed to a total already reached";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("already at step 4"), std::string::npos) << e.what();
+  }
+  std::ifstream record(dir / "run" / "run.json");
+  EXPECT_FALSE(nlohmann::json::parse(record).contains("resumes"));  // the record is untouched
+}
+
 TEST_F(TrainRun, RefusesToOverwriteADifferentRun) {
   auto o = debug_run("run", 2, {"train.eval_tokens=1024"});
   std::ostringstream log;

@@ -10,7 +10,7 @@ void add_train_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "Train an FBT model on a prepared dataset");
   auto opt = std::make_shared<TrainOptions>();
   cmd->add_option("--config", opt->config, "Preset (debug, small, 1b) or JSON file {model, train}")
-      ->capture_default_str();
+      ->default_str("small");
   cmd->add_option("--data", opt->data_dir, "Dataset directory from `fbt prepare`")->required();
   cmd->add_option("--out", opt->out_dir, "Run directory")->required();
   cmd->add_option("--set", opt->sets, "Override a setting: model.KEY=VALUE or train.KEY=VALUE (repeatable)");

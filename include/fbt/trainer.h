@@ -11,7 +11,8 @@ namespace fbt {
 
 /// Everything `fbt train` takes from its command line.
 struct TrainOptions {
-  std::string config = "small";     ///< preset name or JSON file (RunConfig::load)
+  std::string config;               ///< preset name or JSON file (RunConfig::load); empty = "small";
+                                    ///< must be empty with resume (the stored config is used)
   std::vector<std::string> sets;    ///< `--set key=value` overrides, applied in order
   std::string data_dir;             ///< prepared by `fbt prepare` (train.bin, val.bin, meta.json)
   std::string out_dir;              ///< the run directory (layout in run_dir.h)
