@@ -360,8 +360,10 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) {
     po.generator = generator;
     // Gradient accumulation: the same K for every micro-batch; each contributes loss / accum.
     // Micro-batch m of the step belongs to rank m / local_accum; the others' are skipped.
-    double loss = 0, z_loss = 0;
-    std::vector<double> per_pass(K, 0.0);
+    // Losses are summed on the device and read once per step (one host sync, not 1 + 2K per
+    // micro-batch): [total, z-loss, pass 1..K], each already divided by accum. A non-finite
+    // loss still runs backward; the step is then skipped and its gradients dropped below.
+    torch::Tensor sums = torch::zeros({2 + K}, torch::dtype(torch::kDouble).device(device));
     for (int64_t m = 0; m < accum; ++m) {
       if (m / local_accum != env.rank) {
         loader.skip();
@@ -374,15 +376,16 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) {
         AutocastScope amp(tc.precision, device);
         out_pass = forward_passes(model, x.to(device), y.to(device), po);
       }
-      const double l = out_pass.loss.item<double>();
-      loss += l / double(accum);
-      if (!std::isfinite(loss)) continue;  // the step is skipped; still read every micro-batch
       (out_pass.loss / double(accum)).backward();
-      for (int64_t k = 0; k < K; ++k) {
-        per_pass[k] += out_pass.losses[k].item<double>() / double(accum);
-        if (po.z_loss > 0) z_loss += out_pass.z_losses[k].item<double>() / double(accum * K);
-      }
+      auto z = po.z_loss > 0 ? torch::stack(out_pass.z_losses).mean() : torch::zeros_like(out_pass.loss);
+      std::vector<torch::Tensor> parts{out_pass.loss, z};
+      parts.insert(parts.end(), out_pass.losses.begin(), out_pass.losses.end());
+      sums += torch::stack(parts).detach().to(torch::kDouble) / double(accum);
     }
+    const auto host = sums.cpu();
+    const double* h = host.data_ptr<double>();
+    double loss = h[0], z_loss = h[1];
+    std::vector<double> per_pass(h + 2, h + 2 + K);
     bool stop = g_stop_requested;
     double comm_s = 0;
     if (comm) {  // sum gradients, losses and the stop flag (every rank stops after the same step)
