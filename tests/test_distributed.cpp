@@ -20,6 +20,7 @@
 
 #include "fbt/prepare.h"
 #include "metrics_lines.h"
+#include "spawn_logged.h"
 #include "temp_dir.h"
 
 extern char** environ;
@@ -57,19 +58,7 @@ pid_t spawn_train(const std::vector<std::string>& args, const std::map<std::stri
   }
   env_s.push_back("OMP_NUM_THREADS=1");  // 2 ranks on 2 cores, and the same math in every run
   for (const auto& [k, v] : env) env_s.push_back(k + "=" + v);
-  std::vector<char*> argv, envp;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  for (auto& e : env_s) envp.push_back(e.data());
-  argv.push_back(nullptr);
-  envp.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = 0;
-  EXPECT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data()), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  return pid;
+  return testing::spawn_logged(argv_s, log, env_s);
 }
 
 /// waitpid with a deadline: the exit status, or -1 (and the process killed) on timeout or signal.

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "fbt/prepare.h"
+#include "spawn_logged.h"
 #include "temp_dir.h"
 
 extern char** environ;
@@ -22,19 +23,7 @@ namespace fbt {
 namespace {
 namespace fs = std::filesystem;
 
-pid_t spawn(const std::vector<std::string>& args, const fs::path& log) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = 0;
-  EXPECT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  return pid;
-}
+using testing::spawn_logged;
 
 int count_lines(const fs::path& p) {
   std::ifstream f(p);
@@ -55,7 +44,7 @@ TEST(TrainCli, SigintWritesACheckpointAndResumeContinues) {
   const std::vector<std::string> args{FBT_CLI, "train", "--config", "debug", "--data", p.out_dir,
                                       "--out", run.string(), "--steps", "100000",
                                       "--set", "train.eval_every=0", "--set", "train.checkpoint_every=0"};
-  const pid_t pid = spawn(args, tmp.path / "log1.txt");
+  const pid_t pid = spawn_logged(args, tmp.path / "log1.txt");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (count_lines(run / "metrics.jsonl") < 3 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -78,7 +67,7 @@ TEST(TrainCli, SigintWritesACheckpointAndResumeContinues) {
   // Resume for 2 more steps by raising nothing but the budget: --steps sets the new total.
   const std::vector<std::string> resume{FBT_CLI, "train", "--data", p.out_dir, "--out", run.string(),
                                         "--resume", "--steps", std::to_string(stopped_at + 2)};
-  const pid_t pid2 = spawn(resume, tmp.path / "log2.txt");
+  const pid_t pid2 = spawn_logged(resume, tmp.path / "log2.txt");
   ASSERT_EQ(waitpid(pid2, &status, 0), pid2);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_TRUE(fs::is_regular_file(run / ("step-" + std::string(7 - std::to_string(stopped_at + 2).size(), '0') +
