@@ -1,8 +1,11 @@
 // Batched generation: left-padded prefill, lockstep decode, greedy/temperature/top-k/top-p.
 #include "fbt/generate.h"
 
+#include <optional>
+
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "fbt/cpu_decoder.h"
 #include "fbt/error.h"
 
 namespace fbt {
@@ -30,7 +33,7 @@ torch::Tensor sample_tokens(const torch::Tensor& logits, const SamplingOptions& 
 
 std::vector<std::vector<int64_t>> generate(FBT& model, const std::vector<std::vector<int64_t>>& prompts,
                                            const GenerationOptions& o) {
-  torch::NoGradGuard no_grad;
+  torch::InferenceMode inference;
   const int64_t B = prompts.size(), context = model->config().context;
   int64_t longest = 0;
   for (size_t b = 0; b < prompts.size(); ++b) {
@@ -58,14 +61,17 @@ std::vector<std::vector<int64_t>> generate(FBT& model, const std::vector<std::ve
   std::vector<std::vector<int64_t>> out(B);
   if (steps <= 0) return out;
   auto logits = prefill(model, tokens.to(dev), valid.to(dev), o.mode, o.fused_passes, cache);
+  std::optional<CpuDecoder> cpu_decoder;  // the dedicated step for fp32 CPU models
+  if (CpuDecoder::supports(model)) cpu_decoder.emplace(model);
   std::vector<bool> done(B, false);
   for (int64_t step = 0; step < steps; ++step) {
     auto next = sample_tokens(logits, o.sampling, generator);  // [B]
-    auto host = next.to(torch::kCPU);
+    auto host = next.to(torch::kCPU).contiguous();
+    const int64_t* sampled = host.data_ptr<int64_t>();
     bool all_done = true;
     for (int64_t b = 0; b < B; ++b) {
       if (done[b]) continue;
-      const int64_t tok = host[b].item<int64_t>();
+      const int64_t tok = sampled[b];
       if (tok == o.eos_id) {
         done[b] = true;
         continue;
@@ -75,7 +81,7 @@ std::vector<std::vector<int64_t>> generate(FBT& model, const std::vector<std::ve
       all_done = false;
     }
     if (all_done || step + 1 == steps) break;
-    logits = decode_step(model, next, o.mode, cache);
+    logits = cpu_decoder ? cpu_decoder->step(next, o.mode, cache) : decode_step(model, next, o.mode, cache);
   }
   return out;
 }

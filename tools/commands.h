@@ -13,5 +13,6 @@ void add_eval_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_eval_probe_command(CLI::App& app);
 void add_train_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace fbt::cli

@@ -1,4 +1,4 @@
-// `fbt`: the command-line front end (prepare, train, generate, eval-loss, eval, synth, eval-probe).
+// `fbt`: the command-line front end (prepare, train, generate, eval-loss, eval, synth, eval-probe, bench).
 #include <iostream>
 
 #include "commands.h"
@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   fbt::cli::add_synth_command(app);
   fbt::cli::add_eval_probe_command(app);
   fbt::cli::add_train_command(app);
+  fbt::cli::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,20 @@
+// Peak memory of this process: resident set size on the CPU, allocator peak on CUDA.
+#pragma once
+#include <cstdint>
+
+#include <c10/core/Device.h>
+
+namespace fbt {
+
+/// Starts a new peak-memory window for `device`. CPU: resets the kernel's peak RSS (VmHWM)
+/// by writing 5 to /proc/self/clear_refs (Linux ≥ 4.0; a no-op where that file is not
+/// writable). CUDA: resets the caching allocator's peak statistics of the device.
+void reset_peak_memory(const c10::Device& device);
+
+/// Peak memory in bytes since the last reset_peak_memory (or since the start of the process).
+/// CPU: the peak resident set size of the whole process (VmHWM, which includes the weights
+/// and the libraries). CUDA: the caching allocator's peak allocated bytes on the device.
+/// Returns -1 when the value cannot be read (CUDA stats in a build without CUDA).
+int64_t peak_memory_bytes(const c10::Device& device);
+
+}  // namespace fbt

@@ -1,0 +1,259 @@
+// `fbt bench`: training, prefill and decode throughput, MFU and peak memory (llama-bench style).
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "commands.h"
+#include "fbt/bench.h"
+#include "fbt/build_info.h"
+#include "fbt/cpu_decoder.h"
+#include "fbt/error.h"
+#include "fbt/run_dir.h"
+
+namespace fbt::cli {
+namespace {
+
+struct BenchArgs {
+  std::string preset = "small", device = "cpu", format = "md", out, results_dir, decoder = "auto";
+  std::vector<std::string> tests{"train", "prefill", "decode"};
+  std::vector<int64_t> passes{1, 2, 3}, batch_sizes{1, 8}, contexts{64, 128};
+  int64_t train_batch = 8, train_seq = 0, new_tokens = 64, reps = 5, warmup = 1, threads = 0,
+          peak_size = 0;
+  uint64_t seed = 1234;
+};
+
+/// Model shapes `fbt bench` knows: the presets, and llama-134m — the D=768, L=12, H=12,
+/// d_ff=2048, V=32000 shape of the llama.cpp comparison in issue 8 (the 6.45 M shape of that
+/// comparison is the `small` preset).
+ModelConfig bench_shape(const std::string& name) {
+  if (name != "llama-134m") return ModelConfig::preset(name);
+  auto c = ModelConfig::preset("small");
+  c.vocab_size = 32000;
+  c.d_model = 768;
+  c.n_layers = 12;
+  c.n_heads = 12;
+  c.n_kv_heads = 12;
+  c.d_ff = 2048;
+  c.context = 512;
+  return c;
+}
+
+/// A file-name-safe label of the hardware: the CPU model of /proc/cpuinfo (or "cuda") and the
+/// number of threads, e.g. "amd-epyc-7b13-1t".
+std::string hardware_label(const torch::Device& device) {
+  std::string model = device.is_cuda() ? "cuda" : "cpu";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; !device.is_cuda() && std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 1);
+      break;
+    }
+  }
+  std::string label;
+  for (char ch : model) {
+    if (std::isalnum(static_cast<unsigned char>(ch))) label += static_cast<char>(std::tolower(ch));
+    else if (!label.empty() && label.back() != '-') label += '-';
+  }
+  while (!label.empty() && label.back() == '-') label.pop_back();
+  return label + "-" + std::to_string(torch::get_num_threads()) + "t";
+}
+
+std::string today() {
+  char buf[16];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::gmtime(&now));
+  return buf;
+}
+
+nlohmann::json stats_json(const Stats& s) { return {{"median", s.median}, {"min", s.min}, {"max", s.max}}; }
+
+std::string fmt(const char* format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, value);
+  return buf;
+}
+
+std::string megabytes(int64_t bytes) { return bytes < 0 ? "n/a" : fmt("%.0f", double(bytes) / 1e6); }
+
+bool wants(const BenchArgs& a, const std::string& test) {
+  return std::find(a.tests.begin(), a.tests.end(), test) != a.tests.end();
+}
+
+/// Runs the selected measurements; returns the JSON record (rows under "results").
+nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
+  const auto config = bench_shape(a.preset);
+  auto train = TrainConfig::preset(a.preset == "1b" ? "1b" : "debug");
+  if (device.is_cuda()) torch::manual_seed(a.seed);
+  const auto peak_dtype = device.is_cuda() ? torch::kBFloat16 : torch::kFloat;
+  const int64_t peak_n = a.peak_size > 0 ? a.peak_size : (device.is_cuda() ? 8192 : 1024);
+  const double peak = measure_matmul_peak(device, peak_dtype, peak_n, 3);
+  nlohmann::json record = {
+      {"tool", "fbt bench"}, {"preset", a.preset}, {"device", device.str()},
+      {"threads", torch::get_num_threads()}, {"reps", a.reps}, {"hardware", hardware_label(device)},
+      {"date", today()}, {"git_sha", git_sha()}, {"libtorch", torch_version()},
+      {"parameters", config.parameter_count()},
+      {"matmul_peak", {{"flops_per_s", peak}, {"dtype", device.is_cuda() ? "bf16" : "fp32"}, {"n", peak_n}}},
+      {"results", nlohmann::json::array()}};
+  auto& rows = record["results"];
+  auto fresh_model = [&] {
+    torch::manual_seed(a.seed);
+    FBT model(config);
+    model->to(device);
+    return model;
+  };
+  if (wants(a, "train")) {
+    const int64_t seq = a.train_seq > 0 ? a.train_seq : config.context;
+    double base_seconds = 0;
+    for (int64_t k : a.passes) {
+      auto model = fresh_model();
+      const auto r = bench_train_step(model, train, a.train_batch, seq, k, a.warmup, a.reps, a.seed);
+      const double flops = training_flops_per_token(config, seq, k) * double(a.train_batch * seq);
+      if (k == 1) base_seconds = r.seconds.median;
+      nlohmann::json row = {{"test", "train"}, {"passes", k}, {"batch", a.train_batch}, {"seq", seq},
+                            {"tokens_per_s", stats_json(r.tokens_per_s)}, {"seconds", stats_json(r.seconds)},
+                            {"model_flops", flops}, {"mfu", flops / r.seconds.median / peak},
+                            {"peak_memory_bytes", r.peak_memory_bytes}};
+      if (base_seconds > 0) row["step_vs_k_times_k1"] = r.seconds.median / (double(k) * base_seconds);
+      rows.push_back(row);
+    }
+  }
+  if (!wants(a, "prefill") && !wants(a, "decode")) return record;
+  auto model = fresh_model();
+  const bool cpu_decoder = a.decoder == "cpu" || (a.decoder == "auto" && CpuDecoder::supports(model));
+  if (a.decoder == "cpu" && !CpuDecoder::supports(model))
+    throw Error("--decoder cpu: the model is not fp32 on the CPU (use --device cpu)");
+  record["decoder"] = cpu_decoder ? "cpu" : "generic";
+  for (int64_t batch : a.batch_sizes) {
+    for (int64_t context : a.contexts) {
+      if (wants(a, "prefill")) {
+        for (auto [mode, k] : {std::pair{DecodeMode::Standard, 0}, std::pair{DecodeMode::Fused, 1}}) {
+          const auto r = bench_prefill(model, mode, k, batch, context, a.warmup, a.reps, a.seed);
+          rows.push_back({{"test", "prefill"}, {"mode", mode_label(mode, k)}, {"batch", batch},
+                          {"context", context}, {"tokens_per_s", stats_json(r.tokens_per_s)},
+                          {"seconds", stats_json(r.seconds)}, {"peak_memory_bytes", r.peak_memory_bytes}});
+        }
+      }
+      if (wants(a, "decode")) {
+        double standard_seconds = 0;
+        for (auto mode : {DecodeMode::Standard, DecodeMode::Soft}) {
+          const auto r = bench_decode(model, mode, cpu_decoder, batch, context, a.new_tokens, a.warmup, a.reps, a.seed);
+          nlohmann::json row = {{"test", "decode"}, {"mode", mode_label(mode, 0)}, {"batch", batch},
+                                {"context", context}, {"new_tokens", a.new_tokens},
+                                {"tokens_per_s", stats_json(r.tokens_per_s)}, {"seconds", stats_json(r.seconds)},
+                                {"peak_memory_bytes", r.peak_memory_bytes}};
+          if (mode == DecodeMode::Standard) standard_seconds = r.seconds.median;
+          else row["overhead_vs_standard"] = r.seconds.median / standard_seconds - 1.0;
+          rows.push_back(row);
+        }
+      }
+    }
+  }
+  return record;
+}
+
+std::string markdown(const nlohmann::json& r) {
+  std::ostringstream o;
+  const double peak = r["matmul_peak"]["flops_per_s"].get<double>();
+  o << "# fbt bench: " << r["preset"].get<std::string>() << " (" << r["parameters"].get<int64_t>()
+    << " parameters) on " << r["hardware"].get<std::string>() << ", " << r["date"].get<std::string>() << "\n\n"
+    << "git " << r["git_sha"].get<std::string>() << ", libtorch " << r["libtorch"].get<std::string>() << ", device "
+    << r["device"].get<std::string>() << ", " << r["threads"].get<int64_t>() << " threads, " << r["reps"].get<int64_t>()
+    << " timed repetitions (median [min, max]). Measured matmul peak: " << fmt("%.1f", peak / 1e9) << " GFLOP/s ("
+    << r["matmul_peak"]["dtype"].get<std::string>() << ", n = " << r["matmul_peak"]["n"].get<int64_t>() << ").\n";
+  auto tps = [](const nlohmann::json& row) {
+    const auto& t = row["tokens_per_s"];
+    return fmt("%.0f", t["median"].get<double>()) + " [" + fmt("%.0f", t["min"].get<double>()) + ", " +
+           fmt("%.0f", t["max"].get<double>()) + "]";
+  };
+  auto section = [&](const std::string& test, const std::string& title, const std::string& header) {
+    bool any = false;
+    for (const auto& row : r["results"]) {
+      if (row["test"] != test) continue;
+      if (!any) o << "\n## " << title << "\n\n" << header;
+      any = true;
+      const std::string mem = megabytes(row["peak_memory_bytes"].get<int64_t>());
+      if (test == "train") {
+        o << "| " << row["passes"] << " | " << row["batch"] << "×" << row["seq"] << " | " << tps(row) << " | "
+          << fmt("%.1f", 1e3 * row["seconds"]["median"].get<double>()) << " | "
+          << fmt("%.1f%%", 100 * row["mfu"].get<double>()) << " | "
+          << fmt("%.3f", row["step_vs_k_times_k1"].get<double>()) << " | " << mem << " |\n";
+      } else if (test == "prefill") {
+        o << "| " << row["mode"].get<std::string>() << " | " << row["batch"] << " | " << row["context"] << " | "
+          << tps(row) << " | " << mem << " |\n";
+      } else {
+        const double ms = 1e3 * row["seconds"]["median"].get<double>() / row["new_tokens"].get<double>();
+        o << "| " << row["mode"].get<std::string>() << " | " << row["batch"] << " | " << row["context"] << " | "
+          << tps(row) << " | " << fmt("%.3f", ms) << " | "
+          << (row.contains("overhead_vs_standard") ? fmt("%+.1f%%", 100 * row["overhead_vs_standard"].get<double>()) : "")
+          << " | " << mem << " |\n";
+      }
+    }
+  };
+  section("train", "Training step (forward K passes + backward + NorMuon/Adam step)",
+          "| K | batch×seq | tokens/s | step ms | MFU | step / (K · step K=1) | peak MB |\n|---|---|---|---|---|---|---|\n");
+  section("prefill", "Prefill", "| mode | batch | context | tokens/s | peak MB |\n|---|---|---|---|---|\n");
+  section("decode", "Decode (greedy, after a plain prefill of `context` tokens; " +
+                        (r.contains("decoder") ? r["decoder"].get<std::string>() : std::string("no")) + " decoder)",
+          "| mode | batch | context | tokens/s | ms/step | overhead vs standard | peak MB |\n|---|---|---|---|---|---|---|\n");
+  o << "\nMFU = model FLOPs (6·N per token per pass + 12·L·D·T attention, PaLM App. B; N = matmul weights,"
+       " fusion included in passes ≥ 2) / step time / measured matmul peak. Peak MB: "
+    << (r["device"].get<std::string>().rfind("cuda", 0) == 0 ? "CUDA allocator peak." : "process peak RSS (weights and libraries included).")
+    << "\n";
+  return o.str();
+}
+
+void run(const BenchArgs& a) {
+  if (a.format != "md" && a.format != "json") throw Error("--format: expected md or json, got '" + a.format + "'");
+  for (const auto& t : a.tests)
+    if (t != "train" && t != "prefill" && t != "decode")
+      throw Error("--tests: unknown test '" + t + "' (expected train, prefill, decode)");
+  if (a.threads > 0) torch::set_num_threads(a.threads);
+  if (a.device != "cpu" && a.device != "cuda") throw Error("--device: expected cpu or cuda, got '" + a.device + "'");
+  if (a.device == "cuda" && !torch::cuda::is_available()) throw Error("--device cuda: no CUDA device is available");
+  const torch::Device device(a.device);
+  const auto record = run_bench(a, device);
+  const std::string text = a.format == "json" ? record.dump(2) + "\n" : markdown(record);
+  std::cout << text;
+  if (!a.out.empty()) write_file_atomic(a.out, text);
+  if (!a.results_dir.empty()) {
+    const std::string path = a.results_dir + "/" + a.preset + "_" + record["hardware"].get<std::string>() + "_" +
+                             record["date"].get<std::string>();
+    write_file_atomic(path + ".md", markdown(record));
+    write_file_atomic(path + ".json", record.dump(2) + "\n");
+    std::cerr << "wrote " << path << ".md and .json\n";
+  }
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  auto* cmd = app.add_subcommand("bench", "Training / prefill / decode throughput, MFU and peak memory of a model shape");
+  cmd->add_option("--preset", a->preset, "Model shape: debug, small, 1b, or llama-134m (D768 L12 V32000)")->capture_default_str();
+  cmd->add_option("--tests", a->tests, "Any of train, prefill, decode")->delimiter(',')->capture_default_str();
+  cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "CPU threads (0: libtorch's default)")->capture_default_str();
+  cmd->add_option("--reps", a->reps, "Timed repetitions per measurement")->capture_default_str();
+  cmd->add_option("--warmup", a->warmup, "Untimed repetitions before them")->capture_default_str();
+  cmd->add_option("--passes", a->passes, "K of the training steps")->delimiter(',')->capture_default_str();
+  cmd->add_option("--train-batch", a->train_batch, "Sequences per training step")->capture_default_str();
+  cmd->add_option("--train-seq", a->train_seq, "Tokens per training sequence (0: the model context)")->capture_default_str();
+  cmd->add_option("--batch-sizes", a->batch_sizes, "Prefill/decode batch sizes")->delimiter(',')->capture_default_str();
+  cmd->add_option("--contexts", a->contexts, "Prompt lengths for prefill and before decoding")->delimiter(',')->capture_default_str();
+  cmd->add_option("--decoder", a->decoder,
+                  "Decode step: auto (the dedicated CPU step for fp32 CPU models, as fbt generate), cpu or generic")
+      ->check(CLI::IsMember({"auto", "cpu", "generic"}))
+      ->capture_default_str();
+  cmd->add_option("--new-tokens", a->new_tokens, "Decode steps timed per repetition")->capture_default_str();
+  cmd->add_option("--peak-size", a->peak_size, "n of the n×n matmul measuring the peak (0: 1024 CPU, 8192 CUDA)");
+  cmd->add_option("--seed", a->seed, "Seed of weights and tokens")->capture_default_str();
+  cmd->add_option("--format", a->format, "md or json on stdout")->capture_default_str();
+  cmd->add_option("--out", a->out, "Also write the stdout text to this file");
+  cmd->add_option("--results-dir", a->results_dir,
+                  "Also write DIR/<preset>_<hardware>_<date>.{md,json} (the repository keeps them in bench/results)");
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace fbt::cli
