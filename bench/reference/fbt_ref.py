@@ -554,7 +554,32 @@ def cmd_loss(args):
     out = {"losses": [c.item() for c in ces], "loss": total.item()}
     if zs:
         out["z_losses"] = [z.item() for z in zs]
-    print(json.dumps(out))
+    text = json.dumps(out)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    print(text)
+
+
+# ----------------------------------------------------------------------------- CLI: generate
+
+def cmd_generate(args):
+    """Greedy decoding, for cross-checks against `fbt generate --temperature 0`. With the byte
+    tokenizer (ids 0..255 are bytes, EOS 258), --prompt TEXT is preceded by EOS as fbt does."""
+    torch.set_num_threads(args.threads)
+    model = load_model(args.checkpoint)
+    if args.prompt_ids:
+        ids = [int(i) for i in args.prompt_ids.split(",")]
+    else:
+        ids = [model.config.doc_separator_id] + list(args.prompt.encode())
+    n = min(args.max_new_tokens, model.config.context - len(ids))
+    out = generate_greedy(model, torch.tensor([ids]), n, args.mode)[0].tolist()
+    if args.ids:
+        print(json.dumps(out))
+    else:
+        sep = model.config.doc_separator_id
+        out = out[:out.index(sep)] if sep in out else out
+        sys.stdout.write(bytes(i for i in out if i < 256).decode("utf-8", "replace"))
 
 
 # ----------------------------------------------------------------------------- CLI: bench
@@ -663,6 +688,15 @@ def main(argv=None):
     lp.add_argument("--passes", type=int, default=1)
     lp.add_argument("--z-loss", type=float, default=0.0)
     lp.add_argument("--threads", type=int, default=1)
+    lp.add_argument("--out", default="", help="also write the JSON to this file")
+    gp = sub.add_parser("generate", help="greedy continuation (byte tokenizer text or token ids)")
+    gp.add_argument("--checkpoint", required=True)
+    gp.add_argument("--prompt", default="")
+    gp.add_argument("--prompt-ids", default="", help="comma-separated token ids (used as given)")
+    gp.add_argument("--mode", default="standard", choices=["standard", "soft"])
+    gp.add_argument("--max-new-tokens", type=int, default=200)
+    gp.add_argument("--ids", action="store_true", help="print the token ids as JSON")
+    gp.add_argument("--threads", type=int, default=1)
     bp = sub.add_parser("bench", help="training and decoding throughput")
     bp.add_argument("--preset", default="small", choices=sorted(PRESETS))
     bp.add_argument("--tests", default="train,decode")
@@ -681,7 +715,7 @@ def main(argv=None):
     bp.add_argument("--context", type=int, default=64, help="prompt tokens (capped at context/2)")
     bp.add_argument("--new-tokens", type=int, default=64)
     args = p.parse_args(argv)
-    {"loss": cmd_loss, "bench": cmd_bench}[args.cmd](args)
+    {"loss": cmd_loss, "generate": cmd_generate, "bench": cmd_bench}[args.cmd](args)
 
 
 if __name__ == "__main__":
