@@ -1,13 +1,16 @@
 // Cross-check against the PyTorch reference bench/reference/fbt_ref.py (issue #8): the same
 // weights (a saved checkpoint) and tokens give the same per-pass K-pass losses within fp32
 // tolerance. Skipped with a message when /usr/bin/python3 cannot import torch (Debian's
-// python3-torch, the same 1.13 kernels as our libtorch).
+// python3-torch, the same 1.13 kernels as our libtorch). FBT_REFERENCE_PYTHON overrides the
+// interpreter.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -24,7 +27,12 @@ namespace fbt {
 namespace {
 using testing::make_test_model;
 
-constexpr const char* kPython = "/usr/bin/python3";
+/// The interpreter: $FBT_REFERENCE_PYTHON, else Debian's /usr/bin/python3 (a pyenv python3
+/// earlier on PATH usually has no torch).
+std::string python() {
+  const char* env = std::getenv("FBT_REFERENCE_PYTHON");
+  return env && *env ? env : "/usr/bin/python3";
+}
 
 /// The repository root: FBT_SOURCE_DIR when the build defines it, else two levels above this file.
 std::filesystem::path source_dir() {
@@ -50,10 +58,9 @@ int run_logged(const std::vector<std::string>& args, const std::filesystem::path
 
 /// Why the reference cannot run here ("" when it can).
 std::string reference_unavailable(const std::filesystem::path& dir) {
-  if (!std::filesystem::exists(kPython)) return std::string(kPython) + " does not exist";
-  if (run_logged({kPython, "-c", "import torch"}, dir / "import_torch.log") != 0)
-    return std::string(kPython) + " cannot import torch (install Debian's python3-torch): " +
-           read_all(dir / "import_torch.log");
+  if (!std::filesystem::exists(python())) return python() + " does not exist";
+  if (run_logged({python(), "-c", "import torch"}, dir / "import_torch.log") != 0)
+    return python() + " cannot import torch (install Debian's python3-torch): " + read_all(dir / "import_torch.log");
   return "";
 }
 
@@ -108,7 +115,7 @@ TEST(Reference, KPassLossesMatchPyTorchReference) {
 
     const auto json_file = dir.path / (std::string(c.name) + "_ref.json");
     const auto log = dir.path / (std::string(c.name) + "_ref.log");
-    const int rc = run_logged({kPython, script.string(), "loss", "--checkpoint", ckpt.string(), "--tokens",
+    const int rc = run_logged({python(), script.string(), "loss", "--checkpoint", ckpt.string(), "--tokens",
                                token_file.string(), "--passes", "3", "--z-loss", "1e-5", "--out", json_file.string()},
                               log);
     ASSERT_EQ(rc, 0) << "fbt_ref.py loss failed:\n" << read_all(log);
@@ -116,6 +123,10 @@ TEST(Reference, KPassLossesMatchPyTorchReference) {
     ASSERT_EQ(ref.at("losses").size(), 3u) << ref.dump();
     ASSERT_EQ(ref.at("z_losses").size(), 3u) << ref.dump();
 
+    std::cout << "[ reference ] " << c.name << ": pass CE fbt / reference:";
+    for (size_t k = 0; k < 3; ++k)
+      std::cout << " " << std::setprecision(10) << out.losses[k].item<double>() << " / " << ref["losses"][k].get<double>();
+    std::cout << "\n";
     auto near = [](double ref_value, const torch::Tensor& ours, const std::string& what) {
       const double v = ours.item<double>();
       EXPECT_NEAR(ref_value, v, 1e-5 * std::abs(v) + 1e-12) << what << ": reference " << ref_value << ", fbt " << v;
