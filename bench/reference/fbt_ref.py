@@ -561,6 +561,51 @@ def cmd_loss(args):
     print(text)
 
 
+# ----------------------------------------------------------------------------- CLI: step
+
+def load_optimizer_state(model, opt, path):
+    """Loads fbt's optimizer.safetensors (Adam "<p>.exp_avg", ".exp_avg_sq", ".step"; NorMuon
+    "<p>.momentum", ".row_second_moment") into a TrainingOptimizer."""
+    st, _ = load_safetensors(path)
+    names = {p: n for n, p in model.named_parameters()}
+    for p in opt.normuon.params:
+        n = names[p]
+        if n + ".momentum" in st:
+            opt.normuon.state[p] = (st[n + ".momentum"].clone(), st[n + ".row_second_moment"].clone())
+    for p in opt.adam.param_groups[0]["params"]:
+        n = names[p]
+        if n + ".step" in st:
+            opt.adam.state[p] = {"step": torch.tensor(float(st[n + ".step"].item())),
+                                 "exp_avg": st[n + ".exp_avg"].clone(), "exp_avg_sq": st[n + ".exp_avg_sq"].clone()}
+
+
+def cmd_step(args):
+    """One training step from an fbt step directory (model + optimizer state), lr factor 1, no
+    jitter/mixin/z-loss; prints the losses, the grad norm and, with --expect, the largest
+    relative difference of every parameter from the expected checkpoint (fbt's next step)."""
+    torch.set_num_threads(args.threads)
+    model = load_model(os.path.join(args.step_dir, "model.safetensors"))
+    model.train()
+    opt = TrainingOptimizer(model)
+    load_optimizer_state(model, opt, os.path.join(args.step_dir, "optimizer.safetensors"))
+    tensors, _ = load_safetensors(args.tokens)
+    tokens = tensors["tokens"].long()
+    targets = tensors["targets"].long() if "targets" in tensors else \
+        torch.cat([tokens[:, 1:], torch.full_like(tokens[:, :1], -1)], dim=1)
+    total, ces, _ = forward_passes(model, tokens, targets, args.passes)
+    total.backward()
+    grad_norm = torch.norm(torch.stack([p.grad.norm() for p in opt.params if p.grad is not None]))
+    opt.step()
+    out = {"loss": total.item(), "losses": [c.item() for c in ces], "grad_norm": grad_norm.item()}
+    if args.expect:
+        expected, _ = load_safetensors(args.expect)
+        diffs = {n: ((p.detach() - expected[n]).abs().max() / expected[n].abs().max().clamp_min(1e-30)).item()
+                 for n, p in model.named_parameters()}
+        out["max_rel_diff"] = max(diffs.values())
+        out["worst_parameter"] = max(diffs, key=diffs.get)
+    print(json.dumps(out))
+
+
 # ----------------------------------------------------------------------------- CLI: generate
 
 def cmd_generate(args):
@@ -689,6 +734,12 @@ def main(argv=None):
     lp.add_argument("--z-loss", type=float, default=0.0)
     lp.add_argument("--threads", type=int, default=1)
     lp.add_argument("--out", default="", help="also write the JSON to this file")
+    sp = sub.add_parser("step", help="one training step from an fbt step dir (model + optimizer state)")
+    sp.add_argument("--step-dir", required=True)
+    sp.add_argument("--tokens", required=True, help="safetensors: 'tokens' [B,T] (+ optional 'targets')")
+    sp.add_argument("--passes", type=int, default=1)
+    sp.add_argument("--expect", default="", help="model.safetensors of fbt's next step, to compare")
+    sp.add_argument("--threads", type=int, default=1)
     gp = sub.add_parser("generate", help="greedy continuation (byte tokenizer text or token ids)")
     gp.add_argument("--checkpoint", required=True)
     gp.add_argument("--prompt", default="")
@@ -715,7 +766,7 @@ def main(argv=None):
     bp.add_argument("--context", type=int, default=64, help="prompt tokens (capped at context/2)")
     bp.add_argument("--new-tokens", type=int, default=64)
     args = p.parse_args(argv)
-    {"loss": cmd_loss, "generate": cmd_generate, "bench": cmd_bench}[args.cmd](args)
+    {"loss": cmd_loss, "step": cmd_step, "generate": cmd_generate, "bench": cmd_bench}[args.cmd](args)
 
 
 if __name__ == "__main__":
