@@ -76,6 +76,9 @@ def main():
     with open(a.ref_json) as f:
         ref = json.load(f)
     text = table(fbt, ref)
+    for k in ("preset", "threads", "device"):
+        if fbt.get(k) != ref.get(k):
+            text += f"\n\nwarning: {k} differs: fbt {fbt.get(k)!r}, reference {ref.get(k)!r}"
     print(text)
     if a.out:
         with open(a.out, "w") as f:
