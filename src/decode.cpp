@@ -21,13 +21,16 @@ std::string mode_label(DecodeMode mode, int64_t fused_passes) {
 namespace {
 
 /// Feeds one token per row through the cached stack. plain [B] bool picks the plain input,
-/// otherwise the input is fused with cache.h_prev. Returns the top residual x [B,1,D].
+/// otherwise the input is fused with cache.h_prev; an undefined `plain` means every row is
+/// plain (Standard decoding, which then never computes the fusion). Returns the top residual
+/// x [B,1,D].
 torch::Tensor cached_step(FBT& model, const torch::Tensor& tokens, const torch::Tensor& plain,
                           KVCache& cache) {
   auto tok = tokens.view({-1, 1});                    // [B,1]
   auto e_n = model->plain_input(model->embed(tok));  // [B,1,D]
-  auto fused = model->fused_input(cache.h_prev.unsqueeze(1), e_n);
-  auto u = torch::where(plain.view({-1, 1, 1}), e_n, fused);
+  auto u = e_n;
+  if (plain.defined())
+    u = torch::where(plain.view({-1, 1, 1}), e_n, model->fused_input(cache.h_prev.unsqueeze(1), e_n));
   Layout layout{cache.next_pos.view({-1, 1}), {}};
   auto x = model->stack(u, layout, &cache);  // [B,1,D]
   cache.h_prev = model->feedback_state(x).select(1, 0);
@@ -66,8 +69,8 @@ torch::Tensor prefill(FBT& model, const torch::Tensor& tokens, const torch::Tens
 }
 
 torch::Tensor decode_step(FBT& model, const torch::Tensor& tokens, DecodeMode mode, KVCache& cache) {
-  auto plain = cache.last_token == model->config().doc_separator_id;  // [B]
-  if (mode == DecodeMode::Standard) plain.fill_(true);
+  torch::Tensor plain;  // [B]; undefined: every row plain
+  if (mode != DecodeMode::Standard) plain = cache.last_token == model->config().doc_separator_id;
   return model->head(cached_step(model, tokens, plain, cache)).select(1, 0);  // [B,V]
 }
 

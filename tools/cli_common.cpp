@@ -10,14 +10,20 @@
 
 namespace fbt::cli {
 
+torch::Device parse_device(const std::string& value) {
+  if (value == "auto") return torch::cuda::is_available() ? torch::kCUDA : torch::kCPU;
+  if (value != "cpu" && value != "cuda")
+    throw Error("--device: unknown value '" + value + "' (expected one of: cpu, cuda, auto)");
+  if (value == "cuda" && !torch::cuda::is_available()) throw Error("--device cuda: no CUDA device is available");
+  return torch::Device(value);
+}
+
 LoadedCheckpoint load_checkpoint(const std::string& path, const std::string& device) {
-  if (device != "cpu" && device != "cuda")
-    throw Error("--device: unknown value '" + device + "' (expected one of: cpu, cuda)");
-  if (device == "cuda" && !torch::cuda::is_available()) throw Error("--device cuda: no CUDA device is available");
+  const auto target = parse_device(device);
   LoadedCheckpoint c;
   c.model_file = resolve_checkpoint(path);
   c.model = load_model(c.model_file, &c.info);
-  c.model->to(torch::Device(device));
+  c.model->to(target);
   c.model->eval();
   return c;
 }

@@ -15,8 +15,12 @@ struct LoadedCheckpoint {
   FBT model{nullptr};      ///< in eval mode, on the requested device
 };
 
+/// The --device flag: "cpu", "cuda", or "auto" (CUDA when available, else the CPU). Throws
+/// fbt::Error naming --device for another value or for "cuda" without a CUDA device.
+torch::Device parse_device(const std::string& value);
+
 /// Resolves PATH (model file, step dir or run dir; run_dir.h), loads the model in eval mode and
-/// moves it to `device` ("cpu" or "cuda"). Throws fbt::Error naming PATH for a missing or bad
+/// moves it to `device` (a --device value, parse_device). Throws fbt::Error naming PATH for a missing or bad
 /// checkpoint, or for an unknown or unavailable device.
 LoadedCheckpoint load_checkpoint(const std::string& path, const std::string& device);
 

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "cli_common.h"
 #include "commands.h"
 #include "fbt/bench.h"
 #include "fbt/build_info.h"
@@ -16,7 +17,7 @@ namespace fbt::cli {
 namespace {
 
 struct BenchArgs {
-  std::string preset = "small", device = "cpu", format = "md", out, results_dir, decoder = "auto";
+  std::string preset = "small", device = "auto", format = "md", out, results_dir, decoder = "auto", dtype = "fp32";
   std::vector<std::string> tests{"train", "prefill", "decode"};
   std::vector<int64_t> passes{1, 2, 3}, batch_sizes{1, 8}, contexts{64, 128};
   int64_t train_batch = 8, train_seq = 0, new_tokens = 64, reps = 5, warmup = 1, threads = 0,
@@ -121,6 +122,8 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
   }
   if (!wants(a, "prefill") && !wants(a, "decode")) return record;
   auto model = fresh_model();
+  if (a.dtype == "bf16") model->to(torch::kBFloat16);
+  record["inference_dtype"] = a.dtype;
   const bool cpu_decoder = a.decoder == "cpu" || (a.decoder == "auto" && CpuDecoder::supports(model));
   if (a.decoder == "cpu" && !CpuDecoder::supports(model))
     throw Error("--decoder cpu: the model is not fp32 on the CPU (use --device cpu)");
@@ -210,9 +213,7 @@ void run(const BenchArgs& a) {
     if (t != "train" && t != "prefill" && t != "decode")
       throw Error("--tests: unknown test '" + t + "' (expected train, prefill, decode)");
   if (a.threads > 0) torch::set_num_threads(a.threads);
-  if (a.device != "cpu" && a.device != "cuda") throw Error("--device: expected cpu or cuda, got '" + a.device + "'");
-  if (a.device == "cuda" && !torch::cuda::is_available()) throw Error("--device cuda: no CUDA device is available");
-  const torch::Device device(a.device);
+  const torch::Device device = parse_device(a.device);
   const auto record = run_bench(a, device);
   const std::string text = a.format == "json" ? record.dump(2) + "\n" : markdown(record);
   std::cout << text;
@@ -233,7 +234,7 @@ void add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Training / prefill / decode throughput, MFU and peak memory of a model shape");
   cmd->add_option("--preset", a->preset, "Model shape: debug, small, 1b, or llama-134m (D768 L12 V32000)")->capture_default_str();
   cmd->add_option("--tests", a->tests, "Any of train, prefill, decode")->delimiter(',')->capture_default_str();
-  cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
   cmd->add_option("--threads", a->threads, "CPU threads (0: libtorch's default)")->capture_default_str();
   cmd->add_option("--reps", a->reps, "Timed repetitions per measurement")->capture_default_str();
   cmd->add_option("--warmup", a->warmup, "Untimed repetitions before them")->capture_default_str();
@@ -245,6 +246,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--decoder", a->decoder,
                   "Decode step: auto (the dedicated CPU step for fp32 CPU models, as fbt generate), cpu or generic")
       ->check(CLI::IsMember({"auto", "cpu", "generic"}))
+      ->capture_default_str();
+  cmd->add_option("--dtype", a->dtype, "Weights of the prefill/decode tests: fp32 or bf16")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   cmd->add_option("--new-tokens", a->new_tokens, "Decode steps timed per repetition")->capture_default_str();
   cmd->add_option("--peak-size", a->peak_size, "n of the n×n matmul measuring the peak (0: 1024 CPU, 8192 CUDA)");

@@ -21,7 +21,7 @@ constexpr int64_t kDefaultMcShots = 5;
 
 struct EvalArgs {
   std::vector<std::string> tasks;
-  std::string checkpoint, data_dir, mode = "standard", out, samples_path, device = "cpu";
+  std::string checkpoint, data_dir, mode = "standard", out, samples_path, device = "auto";
   int64_t fused_passes = 1, batch = 16;
   McEvalOptions options;
   GenEvalOptions gen;
@@ -198,7 +198,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--limit", a->options.limit, "Evaluate the first N items at most (-1: all)")->capture_default_str();
   cmd->add_option("--seed", a->options.seed, "Seed of the few-shot draws (and of sampling)")->capture_default_str();
   cmd->add_option("--batch", a->batch, "Sequences per forward / generate call")->capture_default_str();
-  cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
   cmd->add_option("--out", a->out, "Also write the results to this JSON file");
   cmd->add_option("--samples", a->samples_path,
                   "Generation: per-sample JSONL (default: the --out path with extension .samples.jsonl)");

@@ -13,7 +13,7 @@ namespace fbt::cli {
 namespace {
 
 struct EvalLossArgs {
-  std::string checkpoint, data, split = "val", json, device = "cpu";
+  std::string checkpoint, data, split = "val", json, device = "auto";
   LossEvalOptions options;
   bool contraction = false;
   int64_t max_passes = 30;
@@ -80,7 +80,7 @@ void add_eval_loss_command(CLI::App& app) {
   cmd->add_option("--max-passes", a->max_passes, "Passes of the contraction diagnostic (1000 is fine: O(1) memory)")
       ->capture_default_str();
   cmd->add_option("--batch", a->options.batch, "Windows per forward")->capture_default_str();
-  cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
   cmd->add_option("--out,--json", a->json, "Also write the results to this JSON file");
   cmd->callback([a] { run_eval_loss(*a); });
 }

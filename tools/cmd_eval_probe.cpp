@@ -14,7 +14,7 @@ namespace {
 
 struct ProbeArgs {
   std::vector<std::string> files;
-  std::string checkpoint, out, device = "cpu";
+  std::string checkpoint, out, device = "auto";
   ProbeOptions options;
 };
 
@@ -77,7 +77,7 @@ void add_eval_probe_command(CLI::App& app) {
   cmd->add_option("--l2", a->options.l2, "λ of the probe's λ‖W‖² (standardised features)")->capture_default_str();
   cmd->add_option("--max-iter", a->options.max_iter, "L-BFGS iterations per probe")->capture_default_str();
   cmd->add_option("--seed", a->options.seed, "Seed of the fold assignment")->capture_default_str();
-  cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
   cmd->add_option("--out", a->out, "Also write the results to this JSON file");
   cmd->callback([a] { run_eval_probe(*a); });
 }

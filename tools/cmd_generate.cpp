@@ -16,7 +16,7 @@ namespace fbt::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string checkpoint, prompt, prompt_file, mode = "standard", device = "cpu";
+  std::string checkpoint, prompt, prompt_file, mode = "standard", device = "auto", dtype = "fp32";
   int64_t fused_passes = 1, max_new_tokens = 200;
   SamplingOptions sampling{/*temperature=*/0.8};
   bool all_modes = false;
@@ -115,6 +115,7 @@ void run_generate(const GenerateArgs& a) {
   if (text.empty()) throw Error("the prompt is empty");
 
   auto checkpoint = load_checkpoint(a.checkpoint, a.device);
+  if (a.dtype == "bf16") checkpoint.model->to(torch::kBFloat16);  // weights, KV cache and states in bf16
   const auto tokenizer = load_run_tokenizer(checkpoint);
   // Training streams are documents each followed by EOS, so a document starts right after EOS:
   // the prompt is [EOS] + encode(text), making its first token a document start.
@@ -156,7 +157,10 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--top-k", a->sampling.top_k, "Keep the k most likely tokens (0 = all)")->capture_default_str();
   cmd->add_option("--top-p", a->sampling.top_p, "Nucleus mass to keep (1 = all)")->capture_default_str();
   cmd->add_option("--seed", a->sampling.seed, "Sampling seed")->capture_default_str();
-  cmd->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
+  cmd->add_option("--dtype", a->dtype, "Weights and KV cache: fp32, or bf16 (half the memory traffic; generic decode step)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   cmd->add_flag("--all-modes", a->all_modes, "Run standard, soft and fused(k) in turn with the same seed")
       ->excludes(mode);
   cmd->callback([a, prompt, prompt_file] {

@@ -1,6 +1,7 @@
 // `fbt train`: parse flags into TrainOptions and run the training loop.
 #include <iostream>
 
+#include "cli_common.h"
 #include "commands.h"
 #include "fbt/trainer.h"
 
@@ -17,7 +18,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--steps", opt->steps, "Training steps (overrides train.steps)");
   cmd->add_flag("--resume", opt->resume, "Continue the run in --out from its latest checkpoint");
   cmd->add_flag("--force", opt->force, "Replace a different run already in --out");
-  cmd->add_option("--device", opt->device, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--device", opt->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
   // Data parallelism: launched with WORLD_SIZE > 1 (scripts/launch.sh, torchrun); see README.
   cmd->add_option("--dist-backend", opt->dist.backend, "c10d backend: auto (nccl for cuda, gloo for cpu), gloo, nccl")
       ->capture_default_str();
@@ -31,7 +32,10 @@ void add_train_command(CLI::App& app) {
                   "replicate (every rank orthogonalises every matrix) or shard (one rank per matrix, broadcast)")
       ->capture_default_str()
       ->check(CLI::IsMember({"replicate", "shard"}));
-  cmd->callback([opt] { run_training(*opt, std::cout); });
+  cmd->callback([opt] {
+    opt->device = parse_device(opt->device).str();  // "auto" -> cuda or cpu
+    run_training(*opt, std::cout);
+  });
 }
 
 }  // namespace fbt::cli

@@ -6,7 +6,7 @@
 # Environment: FBT (default build/fbt under the repo root), PYTHON (default /usr/bin/python3,
 # Debian's python3-torch), PRESET (small), THREADS (1), REPS (5), CPU (the core to pin to, 1;
 # empty = no pinning), OUT_DIR (a fresh temporary directory), FBT_ARGS (extra flags for
-# `fbt bench`, e.g. "--reps 5" once it has one; REPS is passed to the reference only).
+# `fbt bench`).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -25,11 +25,12 @@ mkdir -p "$OUT_DIR"
 
 pin=()
 [ -n "$CPU" ] && command -v taskset >/dev/null && pin=(taskset -c "$CPU")
-export OMP_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS"
+export OMP_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS"
 
 echo "== fbt bench ($FBT)" >&2
 # shellcheck disable=SC2086  # FBT_ARGS is a list of flags
-"${pin[@]}" "$FBT" bench --preset "$PRESET" --tests train,decode --threads "$THREADS" ${FBT_ARGS:-} \
+"${pin[@]}" "$FBT" bench --preset "$PRESET" --tests train,decode --threads "$THREADS" --reps "$REPS" \
+  --passes 1,2 --batch-sizes 1,8 --contexts 64 --new-tokens 64 ${FBT_ARGS:-} \
   --format json --out "$OUT_DIR/fbt.json"
 echo "== reference bench ($PYTHON $here/fbt_ref.py)" >&2
 "${pin[@]}" "$PYTHON" "$here/fbt_ref.py" bench --preset "$PRESET" --tests train,decode --threads "$THREADS" \
