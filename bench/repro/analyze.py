@@ -428,13 +428,18 @@ def setting_report(md, setting, runs, info, svg_dir, svg_rel, quick):
     if sweep:
         md.append(f"### Sweep (seed 1, budget N = {steps} steps)")
         md.append("")
+        base = [r for r in groups.get("std x1", []) if r["seed"] == 1]
+        base = metric(base[0], "std") if base else None
+        md.append("Standard transformer at N, seed 1 (`std x1`, for reference): "
+                  + (f"{base:.4f}." if base is not None else "not run yet."))
+        md.append("")
         md.append("Score = the worst decoding mode: max(fused(1), sequential soft, worst fused(k ≤ 30)), "
                   "the last two shifted by (val standard − slice standard) so all are on the val scale. "
                   "Lower is better; the issue's target is score ≤ standard with fused(1) clearly below. "
                   "Every sweep run is listed, failures included.")
         md.append("")
-        md.append("| recipe | what | standard | fused(1) | fused(2) | fused(4) | slice std | seq. soft | worst fused(k≤30) | rel. Δh @30 | score | score − standard | compute × | train wall s |")
-        md.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        md.append("| recipe | what | standard | fused(1) | fused(2) | fused(4) | slice std | seq. soft | worst fused(k≤30) | rel. Δh @30 | score | score − own standard | score − std transformer | compute × | train wall s |")
+        md.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         rows = []
         for n in sweep:
             g = [r for r in groups[n] if r["seed"] == 1]
@@ -446,7 +451,7 @@ def setting_report(md, setting, runs, info, svg_dir, svg_rel, quick):
             desc = recipes.resolve(setting, n)[0] if setting == "A" or "." not in n else n
             md.append(f"| {'**' + n + '**' if n == winner else n} | {desc} | {metric(r, 'std'):.4f} | {metric(r, 'f1'):.4f} | "
                       f"{metric(r, 'f2'):.4f} | {metric(r, 'f4'):.4f} | {metric(r, 'slice_std'):.4f} | {metric(r, 'seq'):.4f} | "
-                      f"{metric(r, 'c_worst'):.4f} | {metric(r, 'c_rel30'):.3g} | {sc:.4f} | {sc - metric(r, 'std'):+.4f} | "
+                      f"{metric(r, 'c_worst'):.4f} | {metric(r, 'c_rel30'):.3g} | {sc:.4f} | {sc - metric(r, 'std'):+.4f} | {'—' if base is None else f'{sc - base:+.4f}'} | "
                       f"{metric(r, 'te_ratio'):.2f} | {metric(r, 'wall'):.0f} |")
         md.append("")
         if winner:

@@ -32,6 +32,14 @@ train_and_eval() {
   echo "[repro] $(date -u +%H:%M:%S) train $run ($steps steps)"
   local t0 t1 t2 t3
   t0=$(now_s)
+  local done_steps=0
+  [ -e "$run/latest" ] && [ -f "$run/metrics.jsonl" ] && done_steps=$("$PY" -c 'import json,sys; print(max([json.loads(l).get("step",0) for l in open(sys.argv[1]) if "tokens" in l] or [0]))' "$run/metrics.jsonl")
+  if [ "$done_steps" = "$steps" ]; then
+    # Training finished earlier (e.g. this script was restarted during its evaluation): keep it.
+    # Without the wall time of that process, train_s falls back to the training loop's elapsed_s.
+    [ -f "$run/wall_train.txt" ] || "$PY" -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if "tokens" in l][-1]["elapsed_s"])' "$run/metrics.jsonl" > "$run/wall_train.txt"
+    echo "[repro] $run: training already finished, evaluating"
+  else
   "${PIN[@]}" "$FBT" train --config "$config" --data "$data" --out "$run" --steps "$steps" --force "${sets[@]}" \
     > "$run/train.log" 2>&1 || { echo "error: training failed, see $run/train.log" >&2; tail -5 "$run/train.log" >&2; exit 1; }
   t1=$(now_s)
@@ -39,6 +47,9 @@ train_and_eval() {
   local last
   last=$("$PY" -c 'import json,sys; print(max([json.loads(l).get("step",0) for l in open(sys.argv[1]) if "tokens" in l] or [0]))' "$run/metrics.jsonl")
   [ "$last" = "$steps" ] || { echo "error: $run stopped at step $last of $steps" >&2; exit 1; }
+  awk "BEGIN{print $t1 - $t0}" > "$run/wall_train.txt"
+  fi
+  t1=$(now_s)
   "${PIN[@]}" "$FBT" eval-loss --checkpoint "$run" --data "$data" --passes 4 --max-tokens "$evalmax" \
     --out "$run/eval_val.json" > "$run/eval_val.log" 2>&1 || { echo "error: eval failed, see $run/eval_val.log" >&2; exit 1; }
   t2=$(now_s)
@@ -48,12 +59,12 @@ train_and_eval() {
     --max-tokens "$slice" --out "$run/eval_slice.json" > "$run/eval_slice.log" 2>&1 \
     || { echo "error: eval failed, see $run/eval_slice.log" >&2; exit 1; }
   t3=$(now_s)
-  "$PY" - "$run/wall.json" "$t0" "$t1" "$t2" "$t3" "$steps" "$@" <<'PYEOF'
+  "$PY" - "$run/wall.json" "$(cat "$run/wall_train.txt")" "$t1" "$t2" "$t3" "$steps" "$@" <<'PYEOF'
 import json, sys, platform, os
-out, t0, t1, t2, t3, steps = sys.argv[1], *map(float, sys.argv[2:6]), int(sys.argv[6])
-json.dump({"train_s": t1 - t0, "eval_val_s": t2 - t1, "eval_slice_s": t3 - t2, "steps": steps,
+out, train_s, t1, t2, t3, steps = sys.argv[1], *map(float, sys.argv[2:6]), int(sys.argv[6])
+json.dump({"train_s": train_s, "eval_val_s": t2 - t1, "eval_slice_s": t3 - t2, "steps": steps,
            "sets": sys.argv[7:], "host": platform.node(), "cpus": os.cpu_count(),
            "omp_threads": os.environ.get("OMP_NUM_THREADS")}, open(out, "w"), indent=1)
 PYEOF
-  echo "[repro] $(date -u +%H:%M:%S) done $run: train $(awk "BEGIN{printf \"%.0f\", $t1 - $t0}") s"
+  echo "[repro] $(date -u +%H:%M:%S) done $run: train $(printf %.0f "$(cat "$run/wall_train.txt")") s"
 }

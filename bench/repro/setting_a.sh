@@ -10,10 +10,10 @@
 #           external anchor: nanoGPT reports val 1.88 here);
 #   sweep1  one seed at budget N: pass mixture (2/3, 2/3/4) x fusion (glu, glu_plus_token) and
 #           the paper's schedule (feedback onset 0.75);
-#   sweep2  one seed: prefix-mixin 0.1 / 1.0 and feedback_state pre_norm on top of sweep1's winner;
-#   final   the issue's runs in priority order (seed by seed, so a cut run still leaves a
-#           complete first seed): standard at N, 1.5N, 2N, 3N; winner; winner without its
-#           deepest pass; winner with detach; paper schedule.
+#   sweep2  one seed: prefix-mixin 0.1 / 1.0 and feedback_state pre_norm on top of sweep1's winner
+#           (--sweep2-axes "mix0.1 prenorm mix1.0" selects and orders them; names in recipes.py);
+#   final   the issue's runs in priority order (see do_final): standard at N, 1.5N, 2N, 3N;
+#           winner; winner without its deepest pass; winner with detach; paper schedule.
 # The winner is picked by recipes.py (the lowest worst-mode loss: max of fused(1), sequential
 # soft and fused(k<=30)); --winner overrides. Runs already finished are skipped.
 # --quick: 20-step runs and small eval slices into runs/repro-quick (a smoke test, minutes).
@@ -21,6 +21,7 @@
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 quick=0 stage=all steps="" seeds=3 winner="" datadir="$REPO/../shared/data" out=""
+axes="mix0.1 prenorm mix1.0"
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
@@ -28,9 +29,10 @@ while [ $# -gt 0 ]; do
     --steps) steps="$2"; shift 2 ;;
     --seeds) seeds="$2"; shift 2 ;;
     --winner) winner="$2"; shift 2 ;;
+    --sweep2-axes) axes="$2"; shift 2 ;;
     --data-dir) datadir="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "setting_a.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -66,7 +68,7 @@ SWEEP1="e23 e234 e23-tok e234-tok paper"
 do_anchor() { run anchor-adamw 1 "$anchor_steps"; }
 do_sweep1() { for r in $SWEEP1; do run "$r" 1 "$steps"; done; }
 winner1() { "$PY" "$R" winner "$out" "$(echo $SWEEP1 | tr ' ' ,)"; }
-sweep2_names() { local w; w=$(winner1); echo "$w.mix0.1 $w.mix1.0 $w.prenorm"; }
+sweep2_names() { local w a; w=$(winner1); for a in $axes; do echo "$w.$a"; done; }
 do_sweep2() {
   local w; w=$(winner1); echo "$w" > "$out/winner_sweep1.txt"
   for r in $(sweep2_names); do run "$r" 1 "$steps"; done
@@ -78,12 +80,22 @@ final_winner() {
 do_final() {
   local w; w=$(final_winner); echo "$w" > "$out/winner.txt"
   echo "[repro] setting A winner: $w ($("$PY" "$R" describe A "$w"))"
-  for s in $(seq 1 "$seeds"); do
-    for x in 1 1.5 2 3; do run std "$s" "$(mult "$steps" "$x")" "std-x$x-s$s"; done
-    run "$w" "$s" "$steps"
+  # Priority order, so that a run cut short by time still leaves the key comparisons with the
+  # most seeds: the seed-1 baseline curve; winner vs standard at N with seed 2; the Fig. 3 and
+  # detach ablations with seed 1; the seed-2 curve and paper schedule; then the same for seed 3+.
+  std_at() { run std "$1" "$(mult "$steps" "$2")" "std-x$2-s$1"; }
+  for x in 1 1.5 2 3; do std_at 1 "$x"; done
+  run "$w" 1 "$steps"
+  [ "$seeds" -ge 2 ] && { std_at 2 1; run "$w" 2 "$steps"; }
+  run "$w+nodeep" 1 "$steps"
+  run "$w+detach" 1 "$steps"
+  run paper 1 "$steps"
+  for s in $(seq 2 "$seeds"); do
+    [ "$s" -ge 3 ] && { std_at "$s" 1; run "$w" "$s" "$steps"; }
+    for x in 2 3 1.5; do std_at "$s" "$x"; done
+    run paper "$s" "$steps"
     run "$w+nodeep" "$s" "$steps"
     run "$w+detach" "$s" "$steps"
-    run paper "$s" "$steps"
   done
 }
 case "$stage" in
