@@ -310,6 +310,15 @@ def label(name):
     return name.replace("+", " + ")
 
 
+def mult_str(m, flag):
+    """A multiplier; extrapolations are starred, and far below N only reported as < 0.5×."""
+    if m is None:
+        return "—"
+    if flag and m < 0.5:
+        return "< 0.5×*"
+    return f"{m:.2f}×{'*' if flag else ''}"
+
+
 def multiplier_section(md, runs, groups, winner, setting, N_tokens, svg_dir, svg_rel, tag):
     std_runs = [r for r in runs.values() if r["budget_x"] is not None]
     if not std_runs:
@@ -340,12 +349,12 @@ def multiplier_section(md, runs, groups, winner, setting, N_tokens, svg_dir, svg
             mult = t / g[0]["tokens"] if t else None
             out[(rec, key)] = (mult, flag)
             te = statistics.mean(metric(r, "te_ratio") for r in g)
-            ps = ", ".join(f"s{s}: {m:.2f}×{'*' if f else ''}" for s, m, f in per if m is not None) or "—"
+            ps = ", ".join(f"s{s}: {mult_str(m, f)}" for s, m, f in per if m is not None) or "—"
             md.append(f"| {label(rec)} | {mode} | {lm:.4f} | "
-                      f"{(f'{t / 1e6:.3f}M tokens' + (' — ' + flag if flag else '')) if t else '—'} | "
-                      f"{f'{mult:.2f}×' if mult else '—'} | {ps} | {te:.2f}× |")
+                      f"{(f'{t / 1e6:.3f}M tokens' + (' — ' + flag if flag else '')) if t and (not flag or t / g[0]['tokens'] >= 0.5) else ('—' if not t else flag)} | "
+                      f"{mult_str(mult, flag) if mult else '—'} | {ps} | {te:.2f}× |")
     md.append("")
-    md.append("(* = outside the measured N..3N range, extrapolated linearly in log tokens from the end segment.) "
+    md.append("(* = outside the measured N..3N range, extrapolated linearly in log tokens from the end segment; '< 0.5×*' = worse than the extrapolated standard at N/2, not quantified.) "
               "The paper (SPEC §9): ≈2× with two fused passes at 1.28× compute (1B, 100B–400B tokens).")
     md.append("")
     # plot
@@ -533,11 +542,11 @@ def conclusion(md, groups, winner, mult, setting):
     for key, mode in (("f1", "fused(1)"), ("f2", "fused(2)")):
         m, flag = mult.get((winner, key), (None, ""))
         if m:
-            md.append(f"- Token multiplier of the winner, {mode}: {m:.2f}×{' (' + flag + ')' if flag else ''} at "
+            md.append(f"- Token multiplier of the winner, {mode}: {mult_str(m, flag)} at "
                       f"{statistics.mean(metric(r, 'te_ratio') for r in groups[winner]):.2f}× compute.")
     m, flag = mult.get(("paper", "f2"), (None, ""))
     if m:
-        md.append(f"- Token multiplier of the paper schedule, fused(2): {m:.2f}×{' (' + flag + ')' if flag else ''} at "
+        md.append(f"- Token multiplier of the paper schedule, fused(2): {mult_str(m, flag)} at "
                   f"{statistics.mean(metric(r, 'te_ratio') for r in groups['paper']):.2f}× compute.")
     md.append("")
 
