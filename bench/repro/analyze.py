@@ -380,7 +380,7 @@ def multiplier_section(md, runs, groups, winner, setting, N_tokens, svg_dir, svg
     return out
 
 
-def contraction_plot(md, groups, names, setting, svg_dir, svg_rel, tag):
+def contraction_plot(md, groups, names, setting, svg_dir, svg_rel, tag, what=""):
     s_loss, s_rel, hl = [], [], []
     for i, n in enumerate(names):
         g = groups.get(n)
@@ -403,8 +403,8 @@ def contraction_plot(md, groups, names, setting, svg_dir, svg_rel, tag):
         hl.append((sm, f"{label(n)[:14]} std", c))
     if not s_loss:
         return
-    f1, f2 = f"{tag}_contraction_loss.svg", f"{tag}_contraction_rel.svg"
-    svg_plot(os.path.join(svg_dir, f1), f"Setting {setting}: loss after k fused passes (20k-token slice)",
+    f1, f2 = f"{tag}_contraction{what}_loss.svg", f"{tag}_contraction{what}_rel.svg"
+    svg_plot(os.path.join(svg_dir, f1), f"Setting {setting}: loss after k fused passes (val slice)",
              "fused passes k", "loss, nats/token", s_loss, hlines=hl)
     svg_plot(os.path.join(svg_dir, f2), f"Setting {setting}: relative state change per pass",
              "fused passes k", "‖h(k) − h(k−1)‖ / ‖h(k−1)‖", s_rel, ylog=True)
@@ -487,8 +487,11 @@ def setting_report(md, setting, runs, info, svg_dir, svg_rel, quick):
         mult = multiplier_section(md, runs, groups, winner, setting, None, svg_dir, svg_rel, tag)
         md.append("### Contraction (paper Fig. 3): winner vs winner without its deepest pass")
         md.append("")
-        contraction_plot(md, groups, [winner, winner + "+nodeep", "paper", winner + "+detach"], setting,
+        contraction_plot(md, groups, [winner, winner + "+nodeep", winner + "+detach"], setting,
                          svg_dir, svg_rel, tag)
+        md.append("The paper's schedule (feedback only in the last 25% of steps) next to the winner:")
+        md.append("")
+        contraction_plot(md, groups, [winner, "paper"], setting, svg_dir, svg_rel, tag, "_paper")
     return groups, winner, mult
 
 

@@ -26,7 +26,11 @@ train_and_eval() {
   local sets=()
   for a in "$@"; do sets+=(--set "$a"); done
   if [ -f "$run/eval_slice.json" ] && [ -f "$run/eval_val.json" ] && [ -f "$run/wall.json" ]; then
-    echo "[repro] skip $run (done)"; return 0
+    if "$PY" -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["steps"] != int(sys.argv[2]))' "$run/wall.json" "$steps"; then
+      echo "[repro] skip $run (done)"; return 0
+    fi
+    echo "[repro] $run was run with another step count: running it again"
+    rm -f "$run/eval_slice.json" "$run/eval_val.json" "$run/wall.json" "$run/wall_train.txt"
   fi
   mkdir -p "$run"
   echo "[repro] $(date -u +%H:%M:%S) train $run ($steps steps)"
