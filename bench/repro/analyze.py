@@ -287,8 +287,13 @@ def final_table(md, groups, order, setting):
         cells = []
         for k, _ in COLS:
             vals = [metric(r, k) for r in g]
-            digits = 3 if k != "c_rel30" else 3
-            cells.append(fmt(mean_std(vals), digits) if not all(v is None for v in vals) else "—")
+            if all(v is None for v in vals):
+                cells.append("—")
+            elif k == "c_rel30":
+                m_, s_, _ = mean_std(vals)
+                cells.append(f"{m_:.1e}" + (f" ± {s_:.1e}" if s_ is not None else ""))
+            else:
+                cells.append(fmt(mean_std(vals), 3))
         te = mean_std([metric(r, "te_ratio") for r in g])
         md.append(f"| {label(name)} | {len(g)} (s{','.join(str(r['seed']) for r in sorted(g, key=lambda r: r['seed']))}) | "
                   + " | ".join(cells) + f" | {fmt(mean_std([metric(r, 'wall') for r in g]), 0)} | "
@@ -496,11 +501,11 @@ def setting_report(md, setting, runs, info, svg_dir, svg_rel, quick):
 
 
 def diff_stats(groups, a, ka, b, kb):
-    """Per-seed paired difference a.ka − b.kb (matched seeds)."""
+    """Per-seed paired difference a.ka − b.kb (matched seeds): (mean, sd, n, all same sign)."""
     ga, gb = groups.get(a, []), groups.get(b, [])
     sb = {r["seed"]: r for r in gb}
     d = [metric(r, ka) - metric(sb[r["seed"]], kb) for r in ga if r["seed"] in sb]
-    return mean_std(d)
+    return mean_std(d) + (bool(d) and (all(x < 0 for x in d) or all(x > 0 for x in d)),)
 
 
 def conclusion(md, groups, winner, mult, setting):
@@ -508,17 +513,14 @@ def conclusion(md, groups, winner, mult, setting):
         md.append("Not enough finished runs for a conclusion.\n")
         return
     def line(label_, ms, neg_good=True):
-        m, s, n = ms
+        m, s, n, same = ms
         if m is None:
             return f"- {label_}: no matched seeds."
-        verdict = ""
         if s is not None and n >= 2:
             se = s / math.sqrt(n)
-            if abs(m) > 2 * se:
-                verdict = "below" if m < 0 else "above"
-                verdict = f" — {verdict} standard by more than 2 s.e. of the paired difference"
-            else:
-                verdict = " — within 2 s.e. of zero (not resolved)"
+            verdict = (f" — |mean| = {abs(m) / se:.1f} s.e.; "
+                       + (f"same sign in all {n} seeds" if same else "the seeds disagree in sign")
+                       + " (with so few seeds a rough guide, not a test)")
         else:
             verdict = " — one seed, no error bar"
         return f"- {label_}: {m:+.4f} nats (sd {'—' if s is None else f'{s:.4f}'}, {n} paired seed(s)){verdict}."
