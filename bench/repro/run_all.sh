@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Issue 7 in one command: Setting A (sweep + final runs), Setting B, then docs/results.md and
+# the SVG plots. Usage:
+#   bench/repro/run_all.sh [--quick] [--data-dir DIR] [--skip-b]
+# --quick: 30-step / 10-step smoke runs into runs/repro-quick, report runs/repro-quick/results.md
+#          (a few minutes; what CI may run). The full version takes hours on a CPU (see
+#          docs/results.md for the measured wall times) and writes docs/results.md + docs/repro/.
+# Environment: FBT (default build/fbt), REPRO_CPU (pin to one CPU), OMP_NUM_THREADS (default 1).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+quick=() data=() skipb=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=(--quick); shift ;;
+    --data-dir) data=(--data-dir "$2"); shift 2 ;;
+    --skip-b) skipb=1; shift ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "run_all.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+"$here/setting_a.sh" "${quick[@]}" "${data[@]}"
+[ "$skipb" = 1 ] || "$here/setting_b.sh" "${quick[@]}" "${data[@]}"
+if [ ${#quick[@]} -gt 0 ]; then
+  python3 "$here/analyze.py" --runs "$repo/runs/repro-quick" --out "$repo/runs/repro-quick/results.md"
+else
+  python3 "$here/analyze.py" --runs "$repo/runs/repro" --out "$repo/docs/results.md" \
+    --svg-dir "$repo/docs/repro" --notes "$here/notes.md"
+fi
