@@ -14,6 +14,7 @@
 #include "fbt/optimizer.h"
 #include "fbt/passes.h"
 #include "fbt/precision.h"
+#include "fbt/trainer.h"
 
 namespace fbt {
 
@@ -106,13 +107,7 @@ BenchResult bench_train_step(FBT& model, const TrainConfig& train, int64_t batch
   auto x = data.narrow(1, 0, seq), y = data.narrow(1, 1, seq);
   model->train();
   TrainingOptimizer optimizer(model, train);
-  PassOptions po;
-  po.passes = passes;
-  po.jitter = train.jitter;
-  po.mixin_prob = train.mixin_prob;
-  po.detach = train.detach;
-  po.checkpoint = train.activation_checkpointing;
-  po.later_weight = train.later_weight;
+  PassOptions po = training_pass_options(train, passes, /*cooldown=*/false);
   if (device.is_cpu()) po.generator = at::make_generator<at::CPUGeneratorImpl>(seed + 1);
   reset_peak_memory(device);
   const auto seconds = time_repeated(device, warmup, reps, [&] {

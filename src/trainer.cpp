@@ -1,7 +1,6 @@
 // The training loop of `fbt train`: K-pass steps, metrics, validation, checkpoints, resume.
 #include "fbt/trainer.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -22,6 +21,7 @@
 #include "fbt/error.h"
 #include "fbt/eval_loss.h"
 #include "fbt/gradient_sync.h"
+#include "fbt/memory_stats.h"
 #include "fbt/optimizer.h"
 #include "fbt/passes.h"
 #include "fbt/precision.h"
@@ -78,12 +78,6 @@ std::string format_duration(double seconds) {
   return o.str();
 }
 
-/// Peak resident set size of this process so far, in bytes.
-int64_t peak_rss_bytes() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return int64_t(u.ru_maxrss) * 1024;  // Linux: kilobytes
-}
 
 /// Realised fraction of steps per K, {"1": f1, "2": f2, ...}.
 nlohmann::json pass_fractions(const std::map<int64_t, int64_t>& counts) {
@@ -349,14 +343,7 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) {
     const bool cooldown = tc.in_cooldown(st.step);
     const double wd_factor = cooldown && tc.adamc ? lr_factor : 1.0;  // AdamC
 
-    PassOptions po;
-    po.passes = K;
-    po.jitter = tc.jitter;
-    po.mixin_prob = tc.mixin_prob;
-    po.detach = tc.detach;
-    po.checkpoint = tc.activation_checkpointing;
-    po.later_weight = tc.later_weight;
-    po.z_loss = cooldown ? tc.z_loss : 0.0;
+    PassOptions po = training_pass_options(tc, K, cooldown);
     po.generator = generator;
     // Gradient accumulation: the same K for every micro-batch; each contributes loss / accum.
     // Micro-batch m of the step belongs to rank m / local_accum; the others' are skipped.
@@ -482,8 +469,20 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) {
       << st.token_equivalent << " (" << std::fixed << std::setprecision(3)
       << double(st.token_equivalent) / std::max<int64_t>(1, st.tokens) << "x; the paper's 75/22/3% schedule: 1.28x)\n"
       << "realised pass fractions: " << fractions.str() << "(paper: K=1 0.75  K=2 0.22  K=3 0.03)\n"
-      << "peak RSS: " << std::setprecision(2) << double(peak_rss_bytes()) / 1e9 << " GB\n" << std::defaultfloat;
+      << "peak RSS: " << std::setprecision(2) << double(peak_memory_bytes(torch::kCPU)) / 1e9 << " GB\n" << std::defaultfloat;
   return result;
+}
+
+PassOptions training_pass_options(const TrainConfig& tc, int64_t passes, bool cooldown) {
+  PassOptions po;
+  po.passes = passes;
+  po.jitter = tc.jitter;
+  po.mixin_prob = tc.mixin_prob;
+  po.detach = tc.detach;
+  po.checkpoint = tc.activation_checkpointing;
+  po.later_weight = tc.later_weight;
+  po.z_loss = cooldown ? tc.z_loss : 0.0;
+  return po;
 }
 
 }  // namespace fbt

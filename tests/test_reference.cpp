@@ -34,14 +34,8 @@ std::string python() {
   return env && *env ? env : "/usr/bin/python3";
 }
 
-/// The repository root: FBT_SOURCE_DIR when the build defines it, else two levels above this file.
-std::filesystem::path source_dir() {
-#ifdef FBT_SOURCE_DIR
-  return FBT_SOURCE_DIR;
-#else
-  return std::filesystem::path(__FILE__).parent_path().parent_path();
-#endif
-}
+/// The repository root (CMakeLists.txt defines FBT_SOURCE_DIR for the tests).
+std::filesystem::path source_dir() { return FBT_SOURCE_DIR; }
 
 std::string read_all(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);

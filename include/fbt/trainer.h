@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "fbt/distributed.h"
+#include "fbt/passes.h"
+#include "fbt/train_config.h"
 
 namespace fbt {
 
@@ -52,5 +54,10 @@ struct TrainResult {
 /// holds a different run (without resume/force), a resume whose config or world size differs,
 /// micro-batches per step not divisible by WORLD_SIZE, bad WORLD_SIZE/RANK/MASTER_* variables.
 TrainResult run_training(const TrainOptions& options, std::ostream& log);
+
+/// The K-pass options of one training step (SPEC §5–6): `passes`, the run's jitter, mixin,
+/// detach, activation checkpointing and λ, and the z-loss only in the WSD cooldown. The
+/// generator is left unset.
+PassOptions training_pass_options(const TrainConfig& config, int64_t passes, bool cooldown);
 
 }  // namespace fbt
