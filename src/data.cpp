@@ -292,6 +292,7 @@ SequentialLoader::SequentialLoader(TokenShard shard, int64_t batch, int64_t seq,
   check_loader_shape("SequentialLoader on '" + shard_.path() + "'", batch, seq, rank, world_size);
   int64_t targets = shard_.size() - 1;  // every token but the first can be a target
   if (max_tokens >= 0) targets = std::min(targets, max_tokens);
+  shard_windows_ = std::max<int64_t>(shard_.size() - 1, 0) / seq;
   num_windows_ = std::max<int64_t>(targets, 0) / seq;
   if (num_windows_ == 0)
     throw Error("token shard '" + shard_.path() + "' has " + std::to_string(shard_.size()) +
@@ -306,7 +307,7 @@ std::optional<std::pair<torch::Tensor, torch::Tensor>> SequentialLoader::next() 
   torch::Tensor rows = torch::empty({b, seq_ + 1}, torch::kInt64);  // [b,T+1]
   int64_t* p = rows.data_ptr<int64_t>();
   for (int64_t i = 0; i < b; ++i, next_window_ += world_size_)
-    shard_.read(next_window_ * seq_, seq_ + 1, p + i * (seq_ + 1));
+    shard_.read(next_window_ * shard_windows_ / num_windows_ * seq_, seq_ + 1, p + i * (seq_ + 1));
   return std::make_pair(rows.narrow(1, 0, seq_).contiguous(), rows.narrow(1, 1, seq_).contiguous());
 }
 

@@ -33,15 +33,15 @@ namespace fbt {
 namespace fs = std::filesystem;
 namespace {
 
-std::atomic<bool> g_stop_requested{false};
-extern "C" void request_stop(int) { g_stop_requested = true; }
+std::atomic<int> g_stop_signal{0};  // the SIGINT/SIGTERM received, 0 for none
+extern "C" void request_stop(int signal) { g_stop_signal = signal; }
 
 /// Installs SIGINT/SIGTERM handlers for the lifetime of a run and restores the old ones.
 struct StopSignals {
   using Handler = void (*)(int);
   Handler old_int, old_term;
   StopSignals() {
-    g_stop_requested = false;
+    g_stop_signal = 0;
     old_int = std::signal(SIGINT, request_stop);
     old_term = std::signal(SIGTERM, request_stop);
   }
@@ -94,6 +94,7 @@ struct RunState {
   int64_t token_equivalent = 0;  // Σ tokens × passes
   int64_t consecutive_bad = 0;
   std::map<int64_t, int64_t> pass_counts;
+  double wall_s_before = 0;  // wall-clock seconds of the processes before this resume
 };
 
 /// Checks and prepares the run directory: refuses a different run without --resume/--force,
@@ -119,6 +120,7 @@ void prepare_run_dir(const TrainOptions& opt, const nlohmann::json& tok) {
 }  // namespace
 
 TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) {
+  const auto run_start = std::chrono::steady_clock::now();
   const fs::path out(opt.out_dir), data(opt.data_dir);
   if (opt.out_dir.empty()) throw Error("--out is required");
   if (opt.resume && opt.force) throw Error("--resume and --force exclude each other");
@@ -244,6 +246,7 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) {
     st.tokens = tj.at("tokens");
     st.token_equivalent = tj.at("token_equivalent");
     st.consecutive_bad = tj.at("consecutive_bad");
+    st.wall_s_before = tj.value("wall_s", 0.0);
     for (const auto& [k, v] : tj.at("pass_counts").items()) st.pass_counts[std::stoll(k)] = v;
     std::istringstream(tj.at("pass_rng").get<std::string>()) >> pass_rng;
     generator.set_state(hex_decode(env.active() ? tj.at("torch_generators").at(env.rank) : tj.at("torch_generator")));
@@ -267,6 +270,13 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) {
     }
   }
 
+  // run.json = the record plus, after every checkpoint, the run's progress (steps, tokens,
+  // token-equivalent compute, wall time, last validation), so a finished or cut run describes itself.
+  nlohmann::json run_record = opt.resume ? stored : record;
+  TrainResult result;
+  auto wall_s = [&] {
+    return st.wall_s_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+  };
   // Every rank holds the same weights, optimiser state and loader state; only the jitter/mixin
   // generators differ, so rank 0 collects theirs and writes the checkpoint alone.
   auto save_checkpoint = [&] {
@@ -287,12 +297,22 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) {
     nlohmann::json tj{{"step", st.step}, {"tokens", st.tokens}, {"token_equivalent", st.token_equivalent},
                             {"consecutive_bad", st.consecutive_bad}, {"pass_counts", counts},
                             {"pass_rng", rng.str()}, {"torch_generator", own_generator},
-                            {"loader", loader.state()}, {"world_size", env.world_size}};
+                            {"loader", loader.state()}, {"world_size", env.world_size}, {"wall_s", wall_s()}};
     if (comm) tj["torch_generators"] = generators;
     write_file_atomic((tmp / "trainer.json").string(), tj.dump(2) + "\n");
     fs::remove_all(final_dir);
     fs::rename(tmp, final_dir);
     write_latest(opt.out_dir, name);
+    run_record["progress"] = {{"step", st.step},
+                              {"steps", tc.steps},
+                              {"tokens", st.tokens},
+                              {"token_equivalent", st.token_equivalent},
+                              {"token_equivalent_ratio", double(st.token_equivalent) / double(std::max<int64_t>(1, st.tokens))},
+                              {"pass_fractions", pass_fractions(st.pass_counts)},
+                              {"wall_s", wall_s()}};
+    if (result.validated)
+      run_record["progress"]["val"] = {{"standard", result.val_standard}, {"fused1", result.val_fused1}};
+    write_file_atomic((out / "run.json").string(), run_record.dump(2) + "\n");
   };
 
   // ---- the loop
@@ -300,7 +320,6 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) {
   if (rank0) metrics.open(out / "metrics.jsonl", std::ios::app);
   const bool tty = isatty(STDOUT_FILENO) && &log == &std::cout;
   StopSignals signals;
-  TrainResult result;
   auto params = model->parameters();
   std::unique_ptr<GradientSync> sync;
   if (comm) {
@@ -327,6 +346,7 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) {
     const auto r = evaluate_loss(model, val_shard, *tokenizer, eo);  // [passes=0, passes=1]
     result.val_standard = r[0].nats_per_token;
     result.val_fused1 = r[1].nats_per_token;
+    result.validated = true;
     metrics << nlohmann::json{{"step", st.step},
                               {"val", {{"standard", {{"loss", r[0].nats_per_token}, {"bpb", r[0].bits_per_byte}}},
                                        {"fused1", {{"loss", r[1].nats_per_token}, {"bpb", r[1].bits_per_byte}}}}}}.dump()
@@ -373,17 +393,17 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) {
     const double* h = host.data_ptr<double>();
     double loss = h[0], z_loss = h[1];
     std::vector<double> per_pass(h + 2, h + 2 + K);
-    bool stop = g_stop_requested;
+    int stop = g_stop_signal;
     double comm_s = 0;
     if (comm) {  // sum gradients, losses and the stop flag (every rank stops after the same step)
       comm_s = sync->finish();
       const auto comm_start = std::chrono::steady_clock::now();
-      std::vector<double> stats{loss, z_loss, stop ? 1.0 : 0.0};
+      std::vector<double> stats{loss, z_loss, double(stop)};
       stats.insert(stats.end(), per_pass.begin(), per_pass.end());
       stats = comm->allreduce_sum(stats);
       loss = stats[0];
       z_loss = stats[1];
-      stop = stats[2] > 0;
+      stop = stats[2] > 0 ? (g_stop_signal ? g_stop_signal.load() : SIGTERM) : 0;
       std::copy(stats.begin() + 3, stats.end(), per_pass.begin());
       comm_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - comm_start).count();
     }
@@ -454,7 +474,7 @@ TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) {
     if (stop && !last) {
       log << (tty ? "\n" : "") << "interrupted: checkpoint written at step " << st.step << " ("
           << (out / step_dir_name(st.step)).string() << "); continue with --resume\n";
-      result.interrupted = true;
+      result.stop_signal = stop;
       break;
     }
   }

@@ -255,7 +255,11 @@ TEST(DataSequential, MaxTokensAndRanks) {
   TokenShard shard = TokenShard::open(write_iota(dir.path, 103));
   SequentialLoader capped(shard, 8, 10, 35);
   EXPECT_EQ(capped.num_windows(), 3);
-  EXPECT_EQ(capped.next()->first.size(0), 3);
+  const auto spread = capped.next()->first;  // 3 of the 10 windows, spread evenly: floor(w·10/3)·10
+  ASSERT_EQ(spread.size(0), 3);
+  EXPECT_EQ(spread[0][0].item<int64_t>(), 0);
+  EXPECT_EQ(spread[1][0].item<int64_t>(), 30);
+  EXPECT_EQ(spread[2][0].item<int64_t>(), 60);
 
   std::vector<int64_t> starts0, starts1;
   SequentialLoader r0(shard, 2, 10, -1, 0, 2), r1(shard, 2, 10, -1, 1, 2);

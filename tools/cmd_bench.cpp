@@ -1,6 +1,7 @@
 // `fbt bench`: training, prefill and decode throughput, MFU and peak memory (llama-bench style).
 #include <cmath>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -221,6 +222,9 @@ void run(const BenchArgs& a) {
   if (!a.results_dir.empty()) {
     const std::string path = a.results_dir + "/" + a.preset + "_" + record["hardware"].get<std::string>() + "_" +
                              record["date"].get<std::string>();
+    std::error_code ec;
+    std::filesystem::create_directories(a.results_dir, ec);
+    if (ec) throw Error("--results-dir " + a.results_dir + ": cannot create the directory (" + ec.message() + ")");
     write_file_atomic(path + ".md", markdown(record));
     write_file_atomic(path + ".json", record.dump(2) + "\n");
     std::cerr << "wrote " << path << ".md and .json\n";

@@ -71,7 +71,7 @@ void add_eval_loss_command(CLI::App& app) {
   cmd->add_option("--data", a->data, "Prepared data directory (fbt prepare)")->required();
   cmd->add_option("--split", a->split, "Split to score")->check(CLI::IsMember({"val", "train"}))
       ->capture_default_str();
-  cmd->add_option("--max-tokens", a->options.max_tokens, "Target tokens to score at most (-1: all)")
+  cmd->add_option("--max-tokens", a->options.max_tokens, "Target tokens to score at most, in windows spread evenly over the split (-1: all)")
       ->capture_default_str();
   cmd->add_option("--passes", a->options.passes, "Report 0..K fused prefill passes")->capture_default_str();
   cmd->add_flag("--sequential", a->options.sequential, "Also score the exact sequential soft recurrence (slow)");

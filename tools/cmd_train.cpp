@@ -34,7 +34,9 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"replicate", "shard"}));
   cmd->callback([opt] {
     opt->device = parse_device(opt->device).str();  // "auto" -> cuda or cpu
-    run_training(*opt, std::cout);
+    // A run cut short by a signal exits 128 + signal (130, 143) as a killed program would, so
+    // scripts can tell it from a finished one; its checkpoint is written and --resume continues.
+    if (const auto r = run_training(*opt, std::cout); r.stop_signal != 0) throw CLI::RuntimeError(128 + r.stop_signal);
   });
 }
 

@@ -2,9 +2,11 @@
 #include <iostream>
 
 #include "commands.h"
+#include "fbt/cpu_allocator.h"
 #include "fbt/error.h"
 
 int main(int argc, char** argv) {
+  fbt::keep_freed_cpu_blocks();  // activations are reused, not re-faulted, every step (cpu_allocator.h)
   CLI::App app{"fbt — the Full-Bandwidth Transformer (latent-feedback decoding)"};
   app.require_subcommand(1);
   fbt::cli::add_prepare_command(app);

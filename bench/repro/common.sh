@@ -47,7 +47,7 @@ train_and_eval() {
   "${PIN[@]}" "$FBT" train --config "$config" --data "$data" --out "$run" --steps "$steps" --force "${sets[@]}" \
     > "$run/train.log" 2>&1 || { echo "error: training failed, see $run/train.log" >&2; tail -5 "$run/train.log" >&2; exit 1; }
   t1=$(now_s)
-  # fbt train exits 0 after SIGINT/SIGTERM (with a checkpoint): only a run that reached STEPS counts.
+  # A run cut by SIGINT/SIGTERM exits 130/143 above; this also refuses a metrics file that stops short.
   local last
   last=$("$PY" -c 'import json,sys; print(max([json.loads(l).get("step",0) for l in open(sys.argv[1]) if "tokens" in l] or [0]))' "$run/metrics.jsonl")
   [ "$last" = "$steps" ] || { echo "error: $run stopped at step $last of $steps" >&2; exit 1; }

@@ -119,9 +119,12 @@ class BatchLoader {
   int64_t drawn_ = 0;
 };
 
-/// Evaluation batches: non-overlapping consecutive windows. Window w has inputs
-/// tokens[wT, wT+T) and targets tokens[wT+1, wT+T+1); there are floor(min(N-1, max_tokens) / T)
-/// windows (the tail of fewer than T tokens is skipped). Rank r of W takes windows r, r+W, ...
+/// Evaluation batches: non-overlapping windows of T tokens. The shard holds M = floor((N-1) / T)
+/// consecutive windows (the tail of fewer than T tokens is skipped); a loader scores
+/// n = floor(min(N-1, max_tokens) / T) of them, spread evenly over the shard so a capped
+/// evaluation sees all of it, not just its beginning: window w = 0..n-1 has inputs
+/// tokens[sT, sT+T) and targets tokens[sT+1, sT+T+1) with s = floor(w·M / n) (s = w when
+/// uncapped). Rank r of W takes windows r, r+W, ...
 class SequentialLoader {
  public:
   /// max_tokens < 0 means the whole shard. Throws fbt::Error if batch or seq < 1, rank is outside
@@ -140,7 +143,8 @@ class SequentialLoader {
  private:
   TokenShard shard_;
   int64_t batch_, seq_, rank_, world_size_;
-  int64_t num_windows_;
+  int64_t shard_windows_;  // M: every window of the shard
+  int64_t num_windows_;    // n: the windows scored
   int64_t next_window_;
 };
 

@@ -88,7 +88,7 @@ struct TrainConfig {
   bool activation_checkpointing = false;
   double later_weight = 1.0;     ///< λ
   int64_t eval_every = 100;      ///< steps between validations; 0 = only at the end
-  int64_t eval_tokens = 32768;   ///< validation tokens per evaluation
+  int64_t eval_tokens = 32768;   ///< validation tokens per evaluation (windows spread over val)
   int64_t checkpoint_every = 100;  ///< steps between checkpoints (and one at the end)
   int64_t max_bad_steps = 10;    ///< consecutive non-finite losses before stopping with an error
   int64_t log_every = 10;        ///< steps between plain progress lines (non-terminal output)

@@ -28,8 +28,9 @@ struct TrainOptions {
 /// Summary of a finished (or interrupted) run.
 struct TrainResult {
   int64_t last_step = 0;            ///< steps completed
-  bool interrupted = false;         ///< stopped by SIGINT/SIGTERM (checkpoint written)
+  int stop_signal = 0;              ///< SIGINT/SIGTERM that stopped the run early (checkpoint written), else 0
   std::vector<double> losses;       ///< total loss of every step run in this process (NaN if skipped)
+  bool validated = false;           ///< whether this process ran a validation
   double val_standard = 0, val_fused1 = 0;  ///< last validation, nats/token
 };
 
@@ -37,8 +38,11 @@ struct TrainResult {
 /// the K-pass forward with jitter and prefix mixin, steps the optimiser, appends a line to
 /// RUNDIR/metrics.jsonl; validates every eval_every steps (standard and fused(1) val loss,
 /// nats/token and bits/byte); checkpoints every checkpoint_every steps, at the end and on
-/// SIGINT/SIGTERM (after finishing the step). Non-finite losses skip the update; after
-/// max_bad_steps in a row it throws. Progress goes to `log`.
+/// SIGINT/SIGTERM (after finishing the step; `stop_signal` says which). After every checkpoint
+/// RUNDIR/run.json gets a `progress` object: step, tokens, token-equivalent compute (Σ tokens·K)
+/// and its ratio, realised pass fractions, wall-clock seconds over all resumes (`wall_s`) and the
+/// last validation. Non-finite losses skip the update; after max_bad_steps in a row it throws.
+/// Progress goes to `log`.
 ///
 /// Data parallel (WORLD_SIZE > 1 in the environment, torchrun's variables; scripts/launch.sh):
 /// every rank runs this function with the same options. The global batch is the same as in one
