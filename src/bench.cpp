@@ -2,6 +2,7 @@
 #include "fbt/bench.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <optional>
 
@@ -137,11 +138,12 @@ BenchResult bench_prefill(FBT& model, DecodeMode mode, int64_t fused_passes, int
   return result_of(seconds, double(batch * context), device);
 }
 
-BenchResult bench_decode(FBT& model, DecodeMode mode, bool cpu_decoder, int64_t batch, int64_t context,
-                         int64_t new_tokens, int64_t warmup, int64_t reps, uint64_t seed) {
+DecodeComparison bench_decode_modes(FBT& model, bool cpu_decoder, int64_t batch, int64_t context,
+                                    int64_t new_tokens, int64_t warmup, int64_t reps, uint64_t seed) {
   if (context + new_tokens > model->config().context)
     throw Error("--contexts " + std::to_string(context) + " + --new-tokens " + std::to_string(new_tokens) +
                 " exceeds the model context " + std::to_string(model->config().context));
+  if (reps < 1) throw Error("--reps must be >= 1 (got " + std::to_string(reps) + ")");
   torch::InferenceMode inference;
   model->eval();
   const auto device = device_of(model);
@@ -150,21 +152,42 @@ BenchResult bench_decode(FBT& model, DecodeMode mode, bool cpu_decoder, int64_t 
   KVCache cache(model->config(), batch, context + new_tokens, model->parameters().front().options());
   std::optional<CpuDecoder> fast;
   if (cpu_decoder) fast.emplace(model);
-  auto step = [&](const torch::Tensor& tokens) {
-    return fast ? fast->step(tokens, mode, cache) : decode_step(model, tokens, mode, cache);
+  // One run: prefill (untimed), then new_tokens greedy steps in `mode`; returns their seconds.
+  auto run = [&](DecodeMode mode) {
+    cache.clear();
+    auto next = prefill(model, prompt, valid, DecodeMode::Standard, 0, cache).argmax(-1);  // [B]
+    synchronize(device);
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < new_tokens; ++i)
+      next = (fast ? fast->step(next, mode, cache) : decode_step(model, next, mode, cache)).argmax(-1);
+    synchronize(device);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  torch::Tensor next;  // [B] the token to feed next
-  reset_peak_memory(device);
-  const auto seconds = time_with_setup(
-      device, warmup, reps,
-      [&] {
-        cache.clear();
-        next = prefill(model, prompt, valid, DecodeMode::Standard, 0, cache).argmax(-1);
-      },
-      [&] {
-        for (int64_t i = 0; i < new_tokens; ++i) next = step(next).argmax(-1);
-      });
-  return result_of(seconds, double(batch * new_tokens), device);
+  const std::array<DecodeMode, 2> modes{DecodeMode::Standard, DecodeMode::Soft};
+  std::array<int64_t, 2> peak{};
+  for (size_t m = 0; m < modes.size(); ++m) {  // untimed: warms up and measures peak memory
+    reset_peak_memory(device);
+    run(modes[m]);
+    peak[m] = peak_memory_bytes(device);
+  }
+  std::array<std::vector<double>, 2> seconds;
+  std::vector<double> overhead;
+  for (int64_t r = 0; r < warmup + reps; ++r) {
+    std::array<double, 2> s{};
+    for (size_t i = 0; i < modes.size(); ++i) {
+      const size_t m = (r % 2 == 0) ? i : modes.size() - 1 - i;
+      s[m] = run(modes[m]);
+    }
+    if (r < warmup) continue;
+    for (size_t m = 0; m < modes.size(); ++m) seconds[m].push_back(s[m]);
+    overhead.push_back(s[1] / s[0] - 1.0);
+  }
+  const double tokens = double(batch * new_tokens);
+  auto result = [&](size_t m) {
+    const auto st = Stats::of(seconds[m]);
+    return BenchResult{st, st.inverse(tokens), peak[m]};
+  };
+  return {result(0), result(1), Stats::of(overhead)};
 }
 
 }  // namespace fbt

@@ -139,6 +139,9 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Rope& rope,
   }
   const auto& mask = window_ > 0 ? masks.windowed : masks.full;
   auto y = attend(q, k, v, mask, masks.causal_only && window_ == 0);  // [B,H,T,Dh]
+  // Per-head output gate (SPEC §3, "a learned projection of the block input"): read, like q, k
+  // and v, from the attention branch's input after its pre-norm, x = RMSNorm(block input), as
+  // gated-attention implementations do; the raw residual stream's scale grows with depth.
   auto gate = torch::sigmoid(gate_(x)).transpose(1, 2).unsqueeze(-1);  // [B,H,T,1]
   y = (y * gate).transpose(1, 2).reshape({B, T, n_heads_ * head_dim_});
   return wo_(y);  // [B,T,D]

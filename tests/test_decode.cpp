@@ -1,4 +1,5 @@
-// Cached decoding vs full forward, K-pass vs sequential recurrence, Soft and Fused(k) (issue #2, tests 1–4).
+// Cached decoding vs full forward, K-pass vs sequential recurrence, Soft and Fused(k) (issue #2, tests 1–4),
+// on testing::test_device() ($FBT_TEST_DEVICE, default cpu).
 #include <gtest/gtest.h>
 
 #include "fbt/decode.h"
@@ -9,6 +10,7 @@ namespace fbt {
 namespace {
 using testing::make_test_model;
 using testing::max_abs_diff;
+using testing::test_device;
 
 constexpr double kTol = 2e-4;  // fp32: different matmul shapes round differently
 
@@ -20,26 +22,28 @@ ModelConfig windowed_config() {
   return c;
 }
 
-torch::Tensor random_tokens(int64_t B, int64_t T, int64_t V, uint64_t seed) {
+torch::Tensor random_tokens(int64_t B, int64_t T, int64_t V, uint64_t seed) {  // [B,T] on test_device()
   torch::manual_seed(seed);
-  return torch::randint(0, V, {B, T}, torch::kLong);
+  return torch::randint(0, V, {B, T}, torch::kLong).to(test_device());
 }
+
+torch::TensorOptions on_test_device(torch::Dtype dtype) { return torch::dtype(dtype).device(test_device()); }
 
 // Test 1: prefill + token-by-token standard decode == full-sequence logits, unequal prompts.
 TEST(Decode, StandardCachedDecodingMatchesFullForward) {
   for (const auto& config : {ModelConfig::preset("debug"), windowed_config()}) {
-    auto model = make_test_model(config);
+    auto model = make_test_model(config, 7, test_device());
     torch::NoGradGuard no_grad;
     const std::vector<int64_t> prompt_len{5, 9, 2};
     const int64_t steps = 6, P = 9, B = 3;
     auto seqs = random_tokens(B, P + steps, config.vocab_size, 1);
-    auto tokens = torch::zeros({B, P}, torch::kLong);
-    auto valid = torch::zeros({B, P}, torch::kBool);
+    auto tokens = torch::zeros({B, P}, on_test_device(torch::kLong));
+    auto valid = torch::zeros({B, P}, on_test_device(torch::kBool));
     for (int64_t b = 0; b < B; ++b) {
       tokens[b].narrow(0, P - prompt_len[b], prompt_len[b]).copy_(seqs[b].narrow(0, 0, prompt_len[b]));
       valid[b].narrow(0, P - prompt_len[b], prompt_len[b]).fill_(true);
     }
-    KVCache cache(config, B, P + steps, torch::dtype(torch::kFloat));
+    KVCache cache(config, B, P + steps, on_test_device(torch::kFloat));
     auto logits = prefill(model, tokens, valid, DecodeMode::Standard, 0, cache);  // [B,V]
     for (int64_t s = 0; s <= steps; ++s) {
       for (int64_t b = 0; b < B; ++b) {
@@ -59,7 +63,7 @@ TEST(Decode, StandardCachedDecodingMatchesFullForward) {
 // positions t < K match and a later one differs.
 TEST(Decode, KPassEqualsSequentialRecurrenceWhereExact) {
   for (const auto& config : {ModelConfig::preset("debug"), windowed_config()}) {
-    auto model = make_test_model(config);
+    auto model = make_test_model(config, 7, test_device());
     const int64_t B = 2, T = 10;
     auto tokens = random_tokens(B, T, config.vocab_size, 2);
     auto sequential = sequential_logits(model, tokens);  // [B,T,V]
@@ -80,18 +84,18 @@ TEST(Decode, KPassEqualsSequentialRecurrenceWhereExact) {
 // Test 3: Soft decoding after a plain prefill of P tokens == K-pass forward with plain prefix P.
 TEST(Decode, SoftDecodingEqualsKPassWithPlainPrefix) {
   auto config = windowed_config();
-  auto model = make_test_model(config);
+  auto model = make_test_model(config, 7, test_device());
   torch::NoGradGuard no_grad;
   const int64_t B = 2, P = 5, steps = 6, T = P + steps;
   auto seqs = random_tokens(B, T, config.vocab_size, 3);
-  KVCache cache(config, B, T, torch::dtype(torch::kFloat));
+  KVCache cache(config, B, T, on_test_device(torch::kFloat));
   std::vector<torch::Tensor> soft;  // next-token logits at positions P-1 .. T-1
-  soft.push_back(prefill(model, seqs.narrow(1, 0, P), torch::ones({B, P}, torch::kBool),
+  soft.push_back(prefill(model, seqs.narrow(1, 0, P), torch::ones({B, P}, on_test_device(torch::kBool)),
                          DecodeMode::Soft, 0, cache));
   for (int64_t t = P; t < T; ++t) soft.push_back(decode_step(model, seqs.select(1, t), DecodeMode::Soft, cache));
   PassOptions o;
   o.passes = steps + 1;  // exact for t < P + K - 1
-  o.plain_prefix = torch::full({B}, P, torch::kLong);
+  o.plain_prefix = torch::full({B}, P, on_test_device(torch::kLong));
   o.keep_logits = true;
   auto passes = forward_passes(model, seqs, {}, o).logits.back();  // [B,T,V]
   for (int64_t t = P - 1; t < T; ++t)
@@ -105,19 +109,19 @@ TEST(Decode, SoftDecodingEqualsKPassWithPlainPrefix) {
 // for left-padded rows of different lengths.
 TEST(Decode, FusedPrefillEqualsPassKPlusOne) {
   auto config = windowed_config();
-  auto model = make_test_model(config);
+  auto model = make_test_model(config, 7, test_device());
   torch::NoGradGuard no_grad;
   const std::vector<int64_t> lens{8, 5};
   const int64_t P = 8, B = 2;
   auto seqs = random_tokens(B, P, config.vocab_size, 4);
-  auto tokens = torch::zeros({B, P}, torch::kLong);
-  auto valid = torch::zeros({B, P}, torch::kBool);
+  auto tokens = torch::zeros({B, P}, on_test_device(torch::kLong));
+  auto valid = torch::zeros({B, P}, on_test_device(torch::kBool));
   for (int64_t b = 0; b < B; ++b) {
     tokens[b].narrow(0, P - lens[b], lens[b]).copy_(seqs[b].narrow(0, 0, lens[b]));
     valid[b].narrow(0, P - lens[b], lens[b]).fill_(true);
   }
   for (int64_t k : {1, 2, 3}) {
-    KVCache cache(config, B, P + 1, torch::dtype(torch::kFloat));
+    KVCache cache(config, B, P + 1, on_test_device(torch::kFloat));
     auto logits = prefill(model, tokens, valid, DecodeMode::Fused, k, cache);
     for (int64_t b = 0; b < B; ++b) {
       PassOptions o;

@@ -22,6 +22,7 @@
 #include "metrics_lines.h"
 #include "spawn_logged.h"
 #include "temp_dir.h"
+#include "shared_data.h"
 
 extern char** environ;
 
@@ -91,8 +92,9 @@ class Distributed : public ::testing::Test {
   std::string data;
 
   void SetUp() override {
+    FBT_SKIP_WITHOUT_SHARED_DATA("tinyshakespeare/input.txt");
     PrepareOptions p;
-    p.inputs = {std::string(FBT_SHARED_DATA) + "/tinyshakespeare/input.txt"};
+    p.inputs = {testing::shared_data("tinyshakespeare/input.txt")};
     p.out_dir = (tmp.path / "data").string();
     p.tokenizer = "byte";
     std::ostringstream log;

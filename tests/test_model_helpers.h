@@ -2,13 +2,32 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <cstdlib>
+#include <string>
+
+#include "fbt/error.h"
 #include "fbt/model.h"
 
 namespace fbt::testing {
 
-/// A tiny seeded model (optionally windowed); W_U is perturbed away from I so that the fused
-/// and plain paths differ clearly.
-inline FBT make_test_model(ModelConfig c = ModelConfig::preset("debug"), uint64_t seed = 7) {
+/// The device of the device-parameterised model tests (test_decode.cpp, test_passes.cpp):
+/// $FBT_TEST_DEVICE ("cpu", "cuda", "cuda:N"), default cpu. scripts/gpu_check.sh runs them again
+/// with FBT_TEST_DEVICE=cuda. Throws fbt::Error naming the variable when it asks for CUDA and
+/// this libtorch has none, so a GPU run cannot silently test the CPU.
+inline torch::Device test_device() {
+  const char* env = std::getenv("FBT_TEST_DEVICE");
+  const std::string name = env && *env ? env : "cpu";
+  const torch::Device device(name);
+  if (device.is_cuda() && !torch::cuda::is_available())
+    throw Error("FBT_TEST_DEVICE=" + name + ": CUDA is not available to this build of libtorch");
+  return device;
+}
+
+/// A tiny seeded model (optionally windowed) on `device`; W_U is perturbed away from I so that
+/// the fused and plain paths differ clearly. Initialised on the CPU, so the weights are the same
+/// on every device.
+inline FBT make_test_model(ModelConfig c = ModelConfig::preset("debug"), uint64_t seed = 7,
+                           torch::Device device = torch::kCPU) {
   torch::manual_seed(seed);
   FBT model(c);
   torch::NoGradGuard no_grad;
@@ -16,6 +35,7 @@ inline FBT make_test_model(ModelConfig c = ModelConfig::preset("debug"), uint64_
     if (p.key() == "fusion.w_u.weight") p.value().add_(torch::randn_like(p.value()) * 0.3);
     if (p.key() == "fusion.w_g.weight") p.value().normal_(0, 0.3);
   }
+  model->to(device);
   model->eval();
   return model;
 }

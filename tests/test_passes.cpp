@@ -1,4 +1,5 @@
-// K-pass forward: fusion gradients, detach, document boundaries, mixin, checkpointing (issue #2, tests 5–6).
+// K-pass forward: fusion gradients, detach, document boundaries, mixin, checkpointing (issue #2, tests 5–6);
+// the model-level ones run on testing::test_device() ($FBT_TEST_DEVICE, default cpu).
 #include <gtest/gtest.h>
 
 #include "fbt/passes.h"
@@ -7,6 +8,7 @@
 namespace fbt {
 namespace {
 using testing::make_test_model;
+using testing::test_device;
 using testing::max_abs_diff;
 
 // Test 5a: finite-difference check of the fusion RMSNorm_in((W_U h) ⊙ σ(W_G e_n)) in float64.
@@ -50,10 +52,10 @@ TEST(Passes, FusionGradientMatchesFiniteDifferences) {
 // Test 5b: a pass-2 loss reaches pass-1 states without detach, and not with it.
 TEST(Passes, DetachCutsGradientBetweenPasses) {
   auto c = ModelConfig::preset("debug");
-  auto model = make_test_model(c);
+  auto model = make_test_model(c, 7, test_device());
   torch::manual_seed(6);
-  auto tokens = torch::randint(0, c.vocab_size, {2, 12}, torch::kLong);
-  auto targets = torch::randint(0, c.vocab_size, {2, 12}, torch::kLong);
+  auto tokens = torch::randint(0, c.vocab_size, {2, 12}, torch::kLong).to(test_device());
+  auto targets = torch::randint(0, c.vocab_size, {2, 12}, torch::kLong).to(test_device());
   for (bool detach : {false, true}) {
     PassOptions o;
     o.passes = 2;
@@ -75,12 +77,12 @@ TEST(Passes, PositionAfterSeparatorIsPlainInEveryPass) {
   auto c = ModelConfig::preset("debug");
   const int64_t sep = 3, j = 5, T = 12, K = 4;
   torch::manual_seed(8);
-  auto tokens = torch::randint(4, c.vocab_size, {1, T}, torch::kLong);
+  auto tokens = torch::randint(4, c.vocab_size, {1, T}, torch::kLong).to(test_device());
   tokens[0][j] = sep;
-  auto targets = torch::randint(0, c.vocab_size, {1, T}, torch::kLong);
+  auto targets = torch::randint(0, c.vocab_size, {1, T}, torch::kLong).to(test_device());
   for (int64_t separator : {sep, int64_t(-1)}) {
     c.doc_separator_id = separator;
-    auto model = make_test_model(c);
+    auto model = make_test_model(c, 7, test_device());
     PassOptions o;
     o.passes = K;
     o.keep_states = true;
@@ -103,10 +105,10 @@ TEST(Passes, PositionAfterSeparatorIsPlainInEveryPass) {
 // Total loss is L1 + λ·mean(L2..LK) and pass 1 equals the standard forward.
 TEST(Passes, TotalLossCombinesPasses) {
   auto c = ModelConfig::preset("debug");
-  auto model = make_test_model(c);
+  auto model = make_test_model(c, 7, test_device());
   torch::manual_seed(9);
-  auto tokens = torch::randint(0, c.vocab_size, {2, 16}, torch::kLong);
-  auto targets = torch::randint(0, c.vocab_size, {2, 16}, torch::kLong);
+  auto tokens = torch::randint(0, c.vocab_size, {2, 16}, torch::kLong).to(test_device());
+  auto targets = torch::randint(0, c.vocab_size, {2, 16}, torch::kLong).to(test_device());
   PassOptions o;
   o.passes = 3;
   o.later_weight = 0.5;
@@ -192,12 +194,12 @@ TEST(Passes, MixinAndJitter) {
 TEST(Passes, CheckpointingMatchesPlainBackward) {
   auto c = ModelConfig::preset("debug");
   torch::manual_seed(11);
-  auto tokens = torch::randint(0, c.vocab_size, {2, 16}, torch::kLong);
-  auto targets = torch::randint(0, c.vocab_size, {2, 16}, torch::kLong);
+  auto tokens = torch::randint(0, c.vocab_size, {2, 16}, torch::kLong).to(test_device());
+  auto targets = torch::randint(0, c.vocab_size, {2, 16}, torch::kLong).to(test_device());
   std::vector<std::vector<torch::Tensor>> grads;
   std::vector<double> losses;
   for (bool ckpt : {false, true}) {
-    auto model = make_test_model(c);
+    auto model = make_test_model(c, 7, test_device());
     model->train();
     PassOptions o;
     o.passes = 3;

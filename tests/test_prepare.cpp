@@ -14,6 +14,7 @@
 #include "fbt/hash.h"
 #include "fbt/prepare.h"
 #include "fbt/tokenizer.h"
+#include "shared_data.h"
 
 namespace fbt {
 namespace {
@@ -212,6 +213,7 @@ TEST(PrepareCli, ByteTokenizerEndToEnd) {
 }
 
 TEST(PrepareCli, BpeEndToEndReuseAndOverwriteRules) {
+  FBT_SKIP_WITHOUT_SHARED_DATA("tinyshakespeare/input.txt");
   TempDir dir;
   const std::string shakespeare = slurp(FBT_SHARED_DATA "/tinyshakespeare/input.txt");
   std::vector<std::string> texts;

@@ -13,6 +13,7 @@
 #include "fbt/trainer.h"
 #include "metrics_lines.h"
 #include "temp_dir.h"
+#include "shared_data.h"
 
 namespace fbt {
 namespace {
@@ -131,6 +132,8 @@ TEST(RunConfig, SetOverridesAndErrors) {
 struct TrainRun : ::testing::Test {
   testing::TempDir tmp;
   fs::path dir = tmp.path;
+
+  void SetUp() override { FBT_SKIP_WITHOUT_SHARED_DATA("tinyshakespeare/input.txt"); }
 
   /// Byte-level TinyShakespeare (the shared copy), prepared once per test.
   std::string prepare_shakespeare() {

@@ -16,6 +16,7 @@
 #include "fbt/prepare.h"
 #include "spawn_logged.h"
 #include "temp_dir.h"
+#include "shared_data.h"
 
 extern char** environ;
 
@@ -33,6 +34,7 @@ int count_lines(const fs::path& p) {
 }
 
 TEST(TrainCli, SigintWritesACheckpointAndResumeContinues) {
+  FBT_SKIP_WITHOUT_SHARED_DATA("tinyshakespeare/input.txt");
   testing::TempDir tmp;
   PrepareOptions p;
   p.inputs = {std::string(FBT_SHARED_DATA) + "/tinyshakespeare/input.txt"};

@@ -70,12 +70,21 @@ BenchResult bench_train_step(FBT& model, const TrainConfig& train, int64_t batch
 BenchResult bench_prefill(FBT& model, DecodeMode mode, int64_t fused_passes, int64_t batch,
                           int64_t context, int64_t warmup, int64_t reps, uint64_t seed);
 
-/// Greedy decoding of `new_tokens` tokens after a plain prefill of `context` random tokens
-/// per row, batch rows in lockstep, in `mode` (Standard or Soft), under InferenceMode; only
-/// the decode steps are timed. `cpu_decoder` uses CpuDecoder (cpu_decoder.h, what `fbt
-/// generate` uses for fp32 CPU models) instead of the generic decode_step. tokens/s counts
-/// batch·new_tokens. Throws fbt::Error if context + new_tokens exceeds the model context.
-BenchResult bench_decode(FBT& model, DecodeMode mode, bool cpu_decoder, int64_t batch, int64_t context,
-                         int64_t new_tokens, int64_t warmup, int64_t reps, uint64_t seed);
+/// Standard and Soft decoding measured together, for their per-token overhead (SPEC §7).
+struct DecodeComparison {
+  BenchResult standard, soft;
+  Stats soft_overhead;  ///< over the repetition pairs: soft seconds / standard seconds − 1
+};
+
+/// Greedy decoding of `new_tokens` tokens after a plain prefill of `context` random tokens per
+/// row, batch rows in lockstep, in Standard and in Soft mode, under InferenceMode; only the
+/// decode steps are timed. The two modes alternate within each repetition (which one goes first
+/// alternates too), so drift of a shared machine's speed cancels out of the soft overhead, which
+/// is taken per repetition pair. Peak memory is measured per mode in one extra, untimed run.
+/// `cpu_decoder` uses CpuDecoder (cpu_decoder.h, what `fbt generate` uses for fp32 CPU models)
+/// instead of the generic decode_step. tokens/s counts batch·new_tokens. Throws fbt::Error if
+/// context + new_tokens exceeds the model context.
+DecodeComparison bench_decode_modes(FBT& model, bool cpu_decoder, int64_t batch, int64_t context,
+                                    int64_t new_tokens, int64_t warmup, int64_t reps, uint64_t seed);
 
 }  // namespace fbt
