@@ -481,7 +481,7 @@ def setting_report(md, setting, runs, info, svg_dir, svg_rel, quick):
     md.append("")
     md.append("Val loss in nats/token on the whole val split (standard and after k fused passes); "
               "the sequential soft loss (what Soft decoding sees), fused(30) and the relative state "
-              "change at pass 30 are on the fixed slice (first val tokens); `std xM` = the standard "
+              "change at pass 30 are on the fixed slice (val windows spread evenly over the split); `std xM` = the standard "
               "transformer at M·N steps. Sweep runs with seed 1 count as seed 1 here.")
     md.append("")
     final_table(md, groups, order, setting)
@@ -597,7 +597,7 @@ def main():
                   f"train {sp.get('train', {}).get('tokens', 0):,} / val {sp.get('val', {}).get('tokens', 0):,} tokens. "
                   f"Batch {rj['config']['train']['batch_size']} × {rj['config']['train']['seq_len'] or mc['context']} tokens. "
                   f"Eval: val loss on {'the whole val split' if info.get('eval_max_tokens', -1) == -1 else str(info.get('eval_max_tokens')) + ' val tokens'}, "
-                  f"sequential soft loss and contraction on the first {info.get('slice_tokens')} val tokens. "
+                  f"sequential soft loss and contraction on {info.get('slice_tokens')} val tokens (windows spread evenly over the split). "
                   f"fbt {rj.get('git_sha')}, libtorch {rj.get('torch_version')}, {rj.get('threads')} thread(s), "
                   f"{first['wall'].get('cpus')}-CPU machine.")
         md.append("")

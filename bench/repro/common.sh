@@ -1,9 +1,12 @@
 # Shared helpers for bench/repro/*.sh (sourced). Every run directory RUN gets:
 #   run.json, metrics.jsonl (fbt train), wall.json (wall seconds of train and of each eval),
 #   eval_val.json     eval-loss --passes 4 on the whole val split (standard, fused 1..4),
-#   eval_slice.json   eval-loss --sequential [--contraction --max-passes 30] on the first
-#                     SLICE_TOKENS val tokens (the fixed slice for the sequential soft loss).
-# A run whose eval files exist is skipped, so an interrupted script can be re-run.
+#   eval_slice.json   eval-loss --sequential [--contraction --max-passes 30] on SLICE_TOKENS val
+#                     tokens in windows spread evenly over the split (the fixed slice for the
+#                     sequential soft loss).
+# A run whose eval files exist is skipped, so an interrupted script can be re-run; a run that
+# another process is working on (it holds RUN.lock) is skipped too, so two scripts can share the
+# work on a machine with two cores (re-run the stage afterwards to pick up what they skipped).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 FBT="${FBT:-$REPO/build/fbt}"
@@ -25,9 +28,12 @@ train_and_eval() {
   shift 7; [ "${1:-}" = "--" ] && shift
   local sets=()
   for a in "$@"; do sets+=(--set "$a"); done
+  local lock_fd
+  exec {lock_fd}>"$run.lock"
+  flock -n "$lock_fd" || { echo "[repro] skip $run (another process is running it)"; exec {lock_fd}>&-; return 0; }
   if [ -f "$run/eval_slice.json" ] && [ -f "$run/eval_val.json" ] && [ -f "$run/wall.json" ]; then
     if "$PY" -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["steps"] != int(sys.argv[2]))' "$run/wall.json" "$steps"; then
-      echo "[repro] skip $run (done)"; return 0
+      echo "[repro] skip $run (done)"; exec {lock_fd}>&-; return 0
     fi
     echo "[repro] $run was run with another step count: running it again"
     rm -f "$run/eval_slice.json" "$run/eval_val.json" "$run/wall.json" "$run/wall_train.txt"
@@ -71,4 +77,5 @@ json.dump({"train_s": train_s, "eval_val_s": t2 - t1, "eval_slice_s": t3 - t2, "
            "omp_threads": os.environ.get("OMP_NUM_THREADS")}, open(out, "w"), indent=1)
 PYEOF
   echo "[repro] $(date -u +%H:%M:%S) done $run: train $(printf %.0f "$(cat "$run/wall_train.txt")") s"
+  exec {lock_fd}>&-
 }

@@ -55,6 +55,10 @@ STAGE2_A = {
     "mix1.0": ("prefix mixin probability 1.0", {"mixin_prob": 1.0}, {}),
     "prenorm": ("feedback state = residual stream before the final norm",
                 {}, {"feedback_state": "pre_norm"}),
+    "onset0.5": ("feedback onset at 50% of training (K=1 before)", {"feedback_onset": 0.5}, {}),
+    "cosine": ("cosine LR schedule (to 0.1x) instead of WSD", {"schedule": "cosine"}, {}),
+    "jit0.1": ("state jitter sigma 0.1", {"jitter": 0.1}, {}),
+    "wg0.1": ("W_G init std 0.1 (default 0.02)", {}, {"fusion_gate_init_std": 0.1}),
 }
 STAGES_A = {"sweep1": ["e23", "e234", "e23-tok", "e234-tok", "paper"]}
 
@@ -88,6 +92,10 @@ def resolve(setting, name):
         desc, tr, mo = table[b]
         d2, tr2, mo2 = STAGE2_A[axis]
         desc, tr, mo = desc + "; " + d2, dict(tr, **tr2), dict(mo, **mo2)
+        onset = tr.pop("feedback_onset", None)
+        if onset is not None:  # K=1 until `onset`, then the base schedule's phases after it
+            tr["pass_schedule"] = ([{"until_fraction": onset, "passes_probabilities": {"1": 1}}] +
+                                   [ph for ph in tr["pass_schedule"] if ph["until_fraction"] > onset])
     else:
         desc, tr, mo = table[base]
         tr, mo = dict(tr), dict(mo)

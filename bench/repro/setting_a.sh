@@ -10,8 +10,10 @@
 #           external anchor: nanoGPT reports val 1.88 here);
 #   sweep1  one seed at budget N: pass mixture (2/3, 2/3/4) x fusion (glu, glu_plus_token) and
 #           the paper's schedule (feedback onset 0.75);
-#   sweep2  one seed: prefix-mixin 0.1 / 1.0 and feedback_state pre_norm on top of sweep1's winner
-#           (--sweep2-axes "mix0.1 prenorm mix1.0" selects and orders them; names in recipes.py);
+#   sweep2  one seed, on top of sweep1's winner: prefix-mixin 0.1 / 1.0, feedback_state pre_norm,
+#           feedback onset 0.5, cosine LR, jitter 0.1, W_G init std 0.1 (--sweep2-axes
+#           "mix0.1 prenorm mix1.0 onset0.5 cosine jit0.1 wg0.1" selects and orders them; names
+#           in recipes.py);
 #   final   the issue's runs in priority order (see do_final): standard at N, 1.5N, 2N, 3N;
 #           winner; winner without its deepest pass; winner with detach; paper schedule.
 # The winner is picked by recipes.py (the lowest worst-mode loss: max of fused(1), sequential
@@ -21,7 +23,7 @@
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 quick=0 stage=all steps="" seeds=3 winner="" datadir="$REPO/../shared/data" out=""
-axes="mix0.1 prenorm mix1.0"
+axes="mix0.1 prenorm mix1.0 onset0.5 cosine jit0.1 wg0.1"
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
