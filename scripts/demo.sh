@@ -73,7 +73,7 @@ echo "== samples (temperature 0.8, seed 1) in every decoding mode"
 $fbt generate --checkpoint "$work/run" --prompt "The meaning of life is" --max-new-tokens 60 \
   --temperature 0.8 --seed 1 --all-modes 2>&1 | tee "$work/samples.txt"
 
-row() { grep -F "| passes=$1 |" "$work/eval.md" | cut -d'|' -f3,4 | tr -s ' '; }
+row() { grep -F "| passes=$1 |" "$work/eval.md" | cut -d'|' -f3,4 | sed 's:|: / :' | tr -s ' '; }  # one cell
 {
   echo
   echo "## fbt demo summary"
