@@ -3,10 +3,11 @@
 # for about 10 minutes on CPU, then compare standard vs fused validation loss and generate a
 # sample in each decoding mode.
 #
-# Pass schedule: K=2 (88%) / K=3 (12%) on every step with prefix mixin on 30% of sequences, the
-# small-scale recipe of SPEC §10. The paper's schedule (K=1 for the first 75% of steps) is the
-# `fbt train` default; at this scale and length it leaves the fused mode undertrained (measured:
-# fused(1) 5.92 vs standard 5.23 nats/token after 300 steps; docs/LOG.md). Pass
+# Pass schedule: K=2 (88%) / K=3 (12%) on every step with prefix mixin on 30% of sequences and
+# the `glu_plus_token` fusion (W_G init std 0.1): the `small` preset's recipe, the winner of issue 7's sweep
+# (docs/results.md). The paper's recipe (K=1 for the first 75% of steps, `glu` fusion) is the
+# default of the other presets; at this scale and length it leaves the fused mode undertrained
+# (measured: fused(1) 5.92 vs standard 5.23 nats/token after 300 steps; docs/LOG.md). Pass
 # `--paper-schedule` to run it instead.
 #
 #   scripts/demo.sh [--corpus PATH] [--steps N] [--work DIR] [--paper-schedule]
@@ -21,12 +22,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 corpus="" steps=300 work="runs/demo"
 schedule='train.pass_schedule=[{"until_fraction":1,"passes_probabilities":{"2":0.88,"3":0.12}}]'
+fusion=glu_plus_token gate_std=0.1  # the small preset's; --paper-schedule also restores the paper's fusion
 while [ $# -gt 0 ]; do
   case "$1" in
     --corpus) corpus="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
     --work) work="$2"; shift 2 ;;
-    --paper-schedule) schedule='train.pass_schedule=[{"until_fraction":0.75,"passes_probabilities":{"1":1}},{"until_fraction":1,"passes_probabilities":{"2":0.88,"3":0.12}}]'; shift ;;
+    --paper-schedule) schedule='train.pass_schedule=[{"until_fraction":0.75,"passes_probabilities":{"1":1}},{"until_fraction":1,"passes_probabilities":{"2":0.88,"3":0.12}}]'
+                      fusion=glu gate_std=0.02; shift ;;
     -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "demo.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -60,7 +63,7 @@ $fbt prepare --input "$corpus" --out "$work/data" --tokenizer bpe --vocab-size 4
 echo "== train: small preset (5.5 M parameters), $steps steps of 8 x 128 tokens"
 train_start=$(date +%s)
 $fbt train --config small --data "$work/data" --out "$work/run" --steps "$steps" --force \
-  --set "$schedule" --set train.batch_size=8 --set train.seq_len=128 \
+  --set "$schedule" --set "model.fusion=$fusion" --set "model.fusion_gate_init_std=$gate_std" --set train.batch_size=8 --set train.seq_len=128 \
   --set train.warmup_steps=30 --set train.lr=3e-3 \
   --set train.eval_every=100 --set train.eval_tokens=16384 --set train.checkpoint_every=100
 train_s=$(( $(date +%s) - train_start ))

@@ -77,6 +77,11 @@ ModelConfig ModelConfig::preset(const std::string& name) {
   ModelConfig c;  // the defaults are the `debug` preset
   if (name == "debug") return c;
   if (name == "small") {  // Llama-shaped 5.5 M model that trains on 2 CPU cores
+    // Issue 7's Setting-A sweep winner (docs/results.md, bench/repro/recipes.py e23-tok.wg0.1):
+    // the fusion keeps the token additively (SPEC §10; with the paper's `glu` the map did not
+    // contract at this scale and Soft decoding lost), and W_G starts at std 0.1, not 0.02.
+    c.fusion = Fusion::GluPlusToken;
+    c.fusion_gate_init_std = 0.1;
     c.vocab_size = 4096;
     c.d_model = 256;
     c.n_layers = 6;

@@ -437,8 +437,8 @@ def setting_report(md, setting, runs, info, svg_dir, svg_rel, quick):
                   f"Train wall {metric(r, 'wall'):.0f} s, seed {r['seed']}, 1 run.")
         md.append("")
     # --- sweep
-    sweep = [n for n in groups if n not in ("anchor-adamw",) and not n.startswith("std")
-             and "+" not in n]
+    sweep = [n for n in groups if n not in ("anchor-adamw",) and not n.startswith("std x")
+             and "+" not in n]  # FBT recipes and the std.AXIS controls
     if sweep:
         md.append(f"### Sweep (seed 1, budget N = {steps} steps)")
         md.append("")
@@ -450,9 +450,11 @@ def setting_report(md, setting, runs, info, svg_dir, svg_rel, quick):
         md.append("Score = the worst decoding mode: max(fused(1), sequential soft, worst fused(k ≤ 30)), "
                   "the last two shifted by (val standard − slice standard) so all are on the val scale. "
                   "Lower is better; the issue's target is score ≤ standard with fused(1) clearly below. "
-                  "Every sweep run is listed, failures included.")
+                  "The winner is the lowest score − standard loss of a standard transformer trained with the same "
+                  "optimiser recipe (`std x1`, or `std.cosine` for the cosine variant: `recipes.py baseline_of`); "
+                  "`std.*` rows are those controls. Every sweep run is listed, failures included.")
         md.append("")
-        md.append("| recipe | what | standard | fused(1) | fused(2) | fused(4) | slice std | seq. soft | worst fused(k≤30) | rel. Δh @30 | score | score − own standard | score − std transformer | compute × | train wall s |")
+        md.append("| recipe | what | standard | fused(1) | fused(2) | fused(4) | slice std | seq. soft | worst fused(k≤30) | rel. Δh @30 | score | score − own standard | score − std transformer (same recipe) | compute × | train wall s |")
         md.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         rows = []
         for n in sweep:
@@ -461,21 +463,33 @@ def setting_report(md, setting, runs, info, svg_dir, svg_rel, quick):
                 continue
             r = g[0]
             rows.append((metric(r, "score"), n, r))
-        for sc, n, r in sorted(rows):
+        def matched_base(n):  # val standard loss of the recipe's baseline_of() run, seed 1
+            b = recipes.baseline_of(n)
+            g = groups.get("std x1" if b == "std-x1" else b, [])
+            g = [x for x in g if x["seed"] == 1]
+            return metric(g[0], "std") if g else None
+        for sc, n, r in sorted(rows, key=lambda t: (t[1].startswith("std"), t[0])):
+            mb = None if n.startswith("std") else matched_base(n)
             desc = recipes.resolve(setting, n)[0] if setting == "A" or "." not in n else n
-            md.append(f"| {'**' + n + '**' if n == winner else n} | {desc} | {metric(r, 'std'):.4f} | {metric(r, 'f1'):.4f} | "
-                      f"{metric(r, 'f2'):.4f} | {metric(r, 'f4'):.4f} | {metric(r, 'slice_std'):.4f} | {metric(r, 'seq'):.4f} | "
-                      f"{metric(r, 'c_worst'):.4f} | {metric(r, 'c_rel30'):.3g} | {sc:.4f} | {sc - metric(r, 'std'):+.4f} | {'—' if base is None else f'{sc - base:+.4f}'} | "
-                      f"{metric(r, 'te_ratio'):.2f} | {metric(r, 'wall'):.0f} |")
+            def cell(key, spec=".4f"):  # "—" where a run has no such metric (std controls: no contraction)
+                v = metric(r, key)
+                return "—" if v is None else format(v, spec)
+            md.append(f"| {'**' + n + '**' if n == winner else n} | {desc} | {cell('std')} | {cell('f1')} | "
+                      f"{cell('f2')} | {cell('f4')} | {cell('slice_std')} | {cell('seq')} | "
+                      f"{cell('c_worst')} | {cell('c_rel30', '.3g')} | {sc:.4f} | {sc - metric(r, 'std'):+.4f} | {'—' if mb is None else f'{sc - mb:+.4f}'} | "
+                      f"{cell('te_ratio', '.2f')} | {cell('wall', '.0f')} |")
         md.append("")
         if winner:
-            md.append(f"Winner (by the score rule, `bench/repro/recipes.py winner`): **{winner}** — "
+            md.append(f"Winner (by the rule above, `bench/repro/recipes.py winner`): **{winner}** — "
                       f"{recipes.resolve(setting, winner)[0]}. Stage-1 winner: {info.get('winner_sweep1.txt', '—')}.")
             md.append("")
     # --- finals
     order = [f"std x{x:g}" for x in sorted({r['budget_x'] for r in runs.values() if r['budget_x'] is not None})]
     if winner:
         order += [winner, winner + "+nodeep", winner + "+detach"]
+        stage1 = info.get("winner_sweep1.txt")
+        if stage1 and stage1 != winner:
+            order += [stage1]  # the stage-1 winner, for the seed-to-seed spread of the top recipes
     order += ["paper"]
     md.append(f"### Final runs at budget N = {steps} steps (mean ± sd over seeds)")
     md.append("")

@@ -4,7 +4,8 @@
 Usage:
   recipes.py sets SETTING RECIPE SEED STEPS   # the --set arguments of a run, one per line
   recipes.py list SETTING STAGE                 # recipe names of a stage (sweep1, sweep2, final)
-  recipes.py winner RUNS_DIR [--stage sweep]    # the sweep winner by the rule in pick_winner()
+  recipes.py winner RUNS_DIR NAMES              # the sweep winner by the rule in pick_winner()
+  recipes.py baselines SETTING NAMES            # the standard-transformer controls NAMES need
   recipes.py describe SETTING RECIPE            # one-line description
 
 A recipe name is a base recipe, optionally with suffixes:
@@ -49,7 +50,11 @@ RECIPES_A = {
     "e234-tok": ("FBT, K=2/3/4 from step 0, fusion glu_plus_token",
                  dict(BASE_A, pass_schedule=E234), {"fusion": "glu_plus_token"}),
 }
-# Stage-2 sweep axes, applied on top of the stage-1 winner (see stage2_variants()).
+# Stage-2 sweep axes, applied on top of the stage-1 winner (see stage2_variants()). An axis in
+# SHARED_AXES changes the optimiser recipe that the standard transformer shares (the LR
+# schedule), not the feedback: its variants are scored against a standard transformer trained
+# with the same change (`std.AXIS`, see baseline_of()), so a schedule that helps every model
+# does not pass for a better FBT recipe.
 STAGE2_A = {
     "mix0.1": ("prefix mixin probability 0.1", {"mixin_prob": 0.1}, {}),
     "mix1.0": ("prefix mixin probability 1.0", {"mixin_prob": 1.0}, {}),
@@ -60,10 +65,20 @@ STAGE2_A = {
     "jit0.1": ("state jitter sigma 0.1", {"jitter": 0.1}, {}),
     "wg0.1": ("W_G init std 0.1 (default 0.02)", {}, {"fusion_gate_init_std": 0.1}),
 }
+SHARED_AXES = {"cosine"}
 STAGES_A = {"sweep1": ["e23", "e234", "e23-tok", "e234-tok", "paper"]}
 
 # Setting B uses the same recipe names on the `small` preset (see setting_b.sh).
 RECIPES_B = {k: RECIPES_A[k] for k in ("std", "paper", "e23", "e234", "e23-tok", "e234-tok")}
+
+
+def baseline_of(name):
+    """The standard-transformer run a recipe is scored against: std at N, with the recipe's
+    shared axes (e.g. std.cosine for X.cosine)."""
+    base = name.split("+")[0]
+    axes = base.split(".", 1)[1].split(".") if "." in base else []
+    shared = [a for a in axes if a in SHARED_AXES]
+    return "std." + ".".join(shared) if shared else "std-x1"
 
 
 def stage2_variants(stage1_winner):
@@ -153,12 +168,17 @@ def worst_decode_loss(r):
 
 
 def pick_winner(runs_dir, names, seed=1):
+    """The recipe with the lowest score − (val standard loss of its baseline_of() run): the
+    worst decoding mode's margin over a standard transformer trained the same way."""
     best = None
     for n in names:
         r = load_run(os.path.join(runs_dir, f"{n}-s{seed}"))
         if r is None:
             continue
-        s = worst_decode_loss(r)
+        b = load_run(os.path.join(runs_dir, f"{baseline_of(n)}-s{seed}"))
+        if b is None:
+            raise SystemExit(f"recipes.py: {n} needs its baseline {baseline_of(n)}-s{seed} in {runs_dir}")
+        s = worst_decode_loss(r) - b["passes=0"][0]
         if best is None or s < best[0]:
             best = (s, n)
     if best is None:
@@ -174,6 +194,8 @@ def main(argv):
     elif len(argv) >= 3 and argv[0] == "winner":
         names = argv[2].split(",")
         print(pick_winner(argv[1], names))
+    elif len(argv) >= 3 and argv[0] == "baselines":
+        print("\n".join(sorted({baseline_of(n) for n in argv[2].split(",")})))
     else:
         raise SystemExit(__doc__)
 

@@ -16,8 +16,10 @@
 #           in recipes.py);
 #   final   the issue's runs in priority order (see do_final): standard at N, 1.5N, 2N, 3N;
 #           winner; winner without its deepest pass; winner with detach; paper schedule.
-# The winner is picked by recipes.py (the lowest worst-mode loss: max of fused(1), sequential
-# soft and fused(k<=30)); --winner overrides. Runs already finished are skipped.
+# The winner is picked by recipes.py: the lowest worst-mode loss (max of fused(1), sequential
+# soft and fused(k<=30)) minus the standard loss of a standard transformer trained with the same
+# optimiser recipe (std at N; std.cosine for the cosine variant); --winner overrides. Runs
+# already finished are skipped.
 # --quick: 20-step runs and small eval slices into runs/repro-quick (a smoke test, minutes).
 # FBT=path/to/fbt (default build/fbt); REPRO_CPU=n pins every process to CPU n with taskset.
 set -euo pipefail
@@ -68,12 +70,20 @@ mult() { awk "BEGIN{printf \"%d\", $1 * $2 + 0.5}"; }
 SWEEP1="e23 e234 e23-tok e234-tok paper"
 
 do_anchor() { run anchor-adamw 1 "$anchor_steps"; }
-do_sweep1() { for r in $SWEEP1; do run "$r" 1 "$steps"; done; }
+# The standard transformers the sweep's recipes are scored against (recipes.py baseline_of).
+do_baselines() {
+  local b
+  for b in $("$PY" "$R" baselines A "$(echo "$@" | tr ' ' ,)"); do
+    if [ "$b" = std-x1 ]; then run std 1 "$steps" std-x1-s1; else run "$b" 1 "$steps"; fi
+  done
+}
+do_sweep1() { for r in $SWEEP1; do run "$r" 1 "$steps"; done; do_baselines $SWEEP1; }
 winner1() { "$PY" "$R" winner "$out" "$(echo $SWEEP1 | tr ' ' ,)"; }
 sweep2_names() { local w a; w=$(winner1); for a in $axes; do echo "$w.$a"; done; }
 do_sweep2() {
   local w; w=$(winner1); echo "$w" > "$out/winner_sweep1.txt"
   for r in $(sweep2_names); do run "$r" 1 "$steps"; done
+  do_baselines $(sweep2_names)
 }
 final_winner() {
   if [ -n "$winner" ]; then echo "$winner"; return; fi

@@ -56,7 +56,8 @@ struct ModelConfig {
   static ModelConfig from_json(const nlohmann::json& j, const std::string& source,
                                const ModelConfig& base);
   static ModelConfig from_json(const nlohmann::json& j, const std::string& source);
-  /// Named preset: "debug" (tests), "small" (≈5.5 M params, CPU), "1b" (paper Appendix A).
+  /// Named preset: "debug" (tests), "small" (≈5.5 M params, CPU; fusion glu_plus_token with W_G
+  /// init std 0.1, issue 7's sweep winner), "1b" (paper Appendix A).
   /// Throws fbt::Error listing the presets for an unknown name.
   static ModelConfig preset(const std::string& name);
   static std::vector<std::string> preset_names();

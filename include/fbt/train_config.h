@@ -133,10 +133,12 @@ struct TrainConfig {
     f("log_every", log_every);
   }
 
-  /// Training settings of a model preset: the defaults, and for "1b" the paper's scale
-  /// (Appendix A, SPEC §6): sequences of 8192 tokens, micro-batches of 4, 294,912 tokens
-  /// (36 sequences, the multiple of 8192 nearest 300K) per step by accumulation, 339,085 steps
-  /// (100B tokens). Throws fbt::Error for an unknown name.
+  /// Training settings of a model preset: the defaults (the paper's recipe); for "small" the
+  /// winner of issue 7's CPU-scale sweep (docs/results.md): K=2/3 (0.88/0.12) on every step,
+  /// Adam lr 3e-3, 100 warmup steps; for "1b" the paper's scale (Appendix A, SPEC §6):
+  /// sequences of 8192 tokens, micro-batches of 4, 294,912 tokens (36 sequences, the multiple
+  /// of 8192 nearest 300K) per step by accumulation, 339,085 steps (100B tokens). Throws
+  /// fbt::Error for an unknown name.
   static TrainConfig preset(const std::string& name);
 
   /// Multiplier of every group's peak lr at 0-based `step` (SPEC §6). Warmup: (step+1)/W for
