@@ -29,6 +29,7 @@ train_and_eval() {
   local sets=()
   for a in "$@"; do sets+=(--set "$a"); done
   local lock_fd
+  mkdir -p "$run"  # before the lock, so the caller can write into it whoever runs it
   exec {lock_fd}>"$run.lock"
   flock -n "$lock_fd" || { echo "[repro] skip $run (another process is running it)"; exec {lock_fd}>&-; return 0; }
   if [ -f "$run/eval_slice.json" ] && [ -f "$run/eval_val.json" ] && [ -f "$run/wall.json" ]; then
@@ -38,7 +39,6 @@ train_and_eval() {
     echo "[repro] $run was run with another step count: running it again"
     rm -f "$run/eval_slice.json" "$run/eval_val.json" "$run/wall.json" "$run/wall_train.txt"
   fi
-  mkdir -p "$run"
   echo "[repro] $(date -u +%H:%M:%S) train $run ($steps steps)"
   local t0 t1 t2 t3
   t0=$(now_s)

@@ -44,21 +44,30 @@ if [ -z "$winner" ]; then
   if [ -f "$w" ]; then winner=$(cat "$w"); else winner=e23; fi
 fi
 corpus="$out/corpus"
-mkdir -p "$corpus/fortunes"
-cp "$datadir/tinystories/train_prefix.txt" "$corpus/tinystories.txt"
-cp "$datadir/wikitext2/valid.txt" "$corpus/wikitext2-valid.txt"
-cp "$datadir/wikitext2/test.txt" "$corpus/wikitext2-test.txt"
-# Fortune files separate entries with '%' lines: make them blank-line separated documents
-# (the same conversion as scripts/demo.sh; *.dat/*.u8 index files skipped).
-for f in "$fortunes"/*; do
-  name=$(basename "$f")
-  case "$name" in *.*) continue ;; esac
-  [ -f "$f" ] && sed 's/^%$//' "$f" > "$corpus/fortunes/$name.txt"
-done
 data="$out/data"
-echo "[repro] $(date -u +%H:%M:%S) prepare $data (BPE 4096)"
-"${PIN[@]}" "$FBT" prepare --input "$corpus" --out "$data" --tokenizer bpe --vocab-size 4096 \
-  --doc-split blank --val-fraction 0.05 > "$out/prepare.log" 2>&1 || { cat "$out/prepare.log" >&2; exit 1; }
+mkdir -p "$out"
+# Prepared once: a second copy of this script (a second worker) waits here, then reuses it.
+exec {prep_fd}>"$out/prepare.lock"
+flock "$prep_fd"
+if [ -f "$data/meta.json" ]; then
+  echo "[repro] reuse $data"
+else
+  mkdir -p "$corpus/fortunes"
+  cp "$datadir/tinystories/train_prefix.txt" "$corpus/tinystories.txt"
+  cp "$datadir/wikitext2/valid.txt" "$corpus/wikitext2-valid.txt"
+  cp "$datadir/wikitext2/test.txt" "$corpus/wikitext2-test.txt"
+  # Fortune files separate entries with '%' lines: make them blank-line separated documents
+  # (the same conversion as scripts/demo.sh; *.dat/*.u8 index files skipped).
+  for f in "$fortunes"/*; do
+    name=$(basename "$f")
+    case "$name" in *.*) continue ;; esac
+    [ -f "$f" ] && sed 's/^%$//' "$f" > "$corpus/fortunes/$name.txt"
+  done
+  echo "[repro] $(date -u +%H:%M:%S) prepare $data (BPE 4096)"
+  "${PIN[@]}" "$FBT" prepare --input "$corpus" --out "$data" --tokenizer bpe --vocab-size 4096 \
+    --doc-split blank --val-fraction 0.05 > "$out/prepare.log" 2>&1 || { cat "$out/prepare.log" >&2; exit 1; }
+fi
+exec {prep_fd}>&-
 echo "{\"steps\": $steps, \"eval_max_tokens\": $evalmax, \"slice_tokens\": $slice, \"quick\": $quick, \"winner_from\": \"$winner\"}" > "$out/setting.json"
 echo "$winner" > "$out/winner.txt"
 R="$REPO/bench/repro/recipes.py"
