@@ -439,7 +439,13 @@ def setting_report(md, setting, runs, info, svg_dir, svg_rel, quick):
     # --- sweep
     sweep = [n for n in groups if n not in ("anchor-adamw",) and not n.startswith("std x")
              and "+" not in n]  # FBT recipes and the std.AXIS controls
-    if sweep:
+    if setting == "B" and winner:  # no sweep on B: the recipe comes from Setting A
+        md.append(f"Recipe under test: Setting A's winner **{winner}** — {recipes.resolve(setting, winner)[0]}; "
+                  "carried over unchanged (Setting B has no sweep of its own). Every other recipe states the "
+                  "paper's fusion (`glu`, W_G std 0.02) explicitly, since the `small` preset now defaults to the "
+                  "winner's (`recipes.py PAPER_FUSION`).")
+        md.append("")
+    elif sweep:
         md.append(f"### Sweep (seed 1, budget N = {steps} steps)")
         md.append("")
         base = [r for r in groups.get("std x1", []) if r["seed"] == 1]
@@ -470,7 +476,7 @@ def setting_report(md, setting, runs, info, svg_dir, svg_rel, quick):
             return metric(g[0], "std") if g else None
         for sc, n, r in sorted(rows, key=lambda t: (t[1].startswith("std"), t[0])):
             mb = None if n.startswith("std") else matched_base(n)
-            desc = recipes.resolve(setting, n)[0] if setting == "A" or "." not in n else n
+            desc = recipes.resolve(setting, n)[0]
             def cell(key, spec=".4f"):  # "—" where a run has no such metric (std controls: no contraction)
                 v = metric(r, key)
                 return "—" if v is None else format(v, spec)
