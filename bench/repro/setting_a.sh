@@ -15,7 +15,8 @@
 #           "mix0.1 prenorm mix1.0 onset0.5 cosine jit0.1 wg0.1" selects and orders them; names
 #           in recipes.py);
 #   final   the runs in priority order (see do_final): standard at N, 1.5N, 2N, 3N;
-#           winner; winner without its deepest pass; winner with detach; paper schedule.
+#           winner; winner without its deepest pass; winner with detach; paper schedule; the
+#           stage-1 winner with every seed (when stage 2 replaced it).
 # The winner is picked by recipes.py: the lowest worst-mode loss (max of fused(1), sequential
 # soft and fused(k<=30)) minus the standard loss of a standard transformer trained with the same
 # optimiser recipe (std at N; std.cosine for the cosine variant); --winner overrides. Runs
@@ -109,6 +110,12 @@ do_final() {
     run "$w+nodeep" "$s" "$steps"
     run "$w+detach" "$s" "$steps"
   done
+  # The stage-1 winner with every seed too, when stage 2 replaced it: is the margin between the
+  # top two recipes larger than their seed-to-seed spread?
+  local w1; w1=$(cat "$out/winner_sweep1.txt" 2>/dev/null || true)
+  if [ -n "$w1" ] && [ "$w1" != "$w" ]; then
+    for s in $(seq 1 "$seeds"); do run "$w1" "$s" "$steps"; done
+  fi
 }
 case "$stage" in
   anchor) do_anchor ;;
