@@ -502,7 +502,7 @@ def setting_report(md, setting, runs, info, svg_dir, svg_rel, quick):
     md.append("Val loss in nats/token on the whole val split (standard and after k fused passes); "
               "the sequential soft loss (what Soft decoding sees), fused(30) and the relative state "
               "change at pass 30 are on the fixed slice (val windows spread evenly over the split); `std xM` = the standard "
-              "transformer at M·N steps. Sweep runs with seed 1 count as seed 1 here.")
+              "transformer at M·N steps." + (" Sweep runs with seed 1 count as seed 1 here." if setting == "A" else ""))
     md.append("")
     final_table(md, groups, order, setting)
     mult = {}
