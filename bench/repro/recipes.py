@@ -61,6 +61,8 @@ STAGE2_A = {
     "prenorm": ("feedback state = residual stream before the final norm",
                 {}, {"feedback_state": "pre_norm"}),
     "onset0.5": ("feedback onset at 50% of training (K=1 before)", {"feedback_onset": 0.5}, {}),
+    "onset0.75": ("feedback onset at 75% of training (K=1 before; the paper's onset)",
+                  {"feedback_onset": 0.75}, {}),
     "cosine": ("cosine LR schedule (to 0.1x) instead of WSD", {"schedule": "cosine"}, {}),
     "jit0.1": ("state jitter sigma 0.1", {"jitter": 0.1}, {}),
     "wg0.1": ("W_G init std 0.1 (default 0.02)", {}, {"fusion_gate_init_std": 0.1}),
@@ -76,11 +78,26 @@ RECIPES_B = {k: (d, tr, dict(PAPER_FUSION, **mo)) for k, (d, tr, mo) in RECIPES_
              if k in ("std", "paper", "e23", "e234", "e23-tok", "e234-tok")}
 
 
+def split_axes(base):
+    """'e23-tok.onset0.5.cosine' -> ('e23-tok', ['onset0.5', 'cosine']). Axis names contain dots
+    themselves, so they are matched against STAGE2_A, longest first."""
+    b, _, rest = base.partition(".")
+    axes = []
+    while rest:
+        axis = next((a for a in sorted(STAGE2_A, key=len, reverse=True)
+                     if rest == a or rest.startswith(a + ".")), None)
+        if axis is None:
+            raise SystemExit(f"recipes.py: unknown sweep axis in '{base}' at '{rest}' (known: {', '.join(STAGE2_A)})")
+        axes.append(axis)
+        rest = rest[len(axis) + 1:]
+    return b, axes
+
+
 def baseline_of(name):
     """The standard-transformer run a recipe is scored against: std at N, with the recipe's
     shared axes (e.g. std.cosine for X.cosine)."""
     base = name.split("+")[0]
-    axes = base.split(".", 1)[1].split(".") if "." in base else []
+    axes = split_axes(base)[1] if "." in base else []
     shared = [a for a in axes if a in SHARED_AXES]
     return "std." + ".".join(shared) if shared else "std-x1"
 
@@ -106,11 +123,13 @@ def resolve(setting, name):
     """(description, train overrides, model overrides) of a recipe name with suffixes."""
     table = RECIPES_A if setting == "A" else RECIPES_B
     base, *suffixes = name.split("+")
-    if "." in base:  # stage-2 variant: BASE.AXIS
-        b, axis = base.split(".", 1)
+    if "." in base:  # stage-2 variant: BASE.AXIS[.AXIS...], the axes applied in order
+        b, axes = split_axes(base)
         desc, tr, mo = table[b]
-        d2, tr2, mo2 = STAGE2_A[axis]
-        desc, tr, mo = desc + "; " + d2, dict(tr, **tr2), dict(mo, **mo2)
+        tr, mo = dict(tr), dict(mo)
+        for axis in axes:
+            d2, tr2, mo2 = STAGE2_A[axis]
+            desc, tr, mo = desc + "; " + d2, dict(tr, **tr2), dict(mo, **mo2)
         onset = tr.pop("feedback_onset", None)
         if onset is not None:  # K=1 until `onset`, then the base schedule's phases after it
             tr["pass_schedule"] = ([{"until_fraction": onset, "passes_probabilities": {"1": 1}}] +

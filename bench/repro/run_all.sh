@@ -2,8 +2,8 @@
 # Issue 7 in one command: Setting A (sweep + final runs), Setting B, then docs/results.md and
 # the SVG plots. Usage:
 #   bench/repro/run_all.sh [--quick] [--data-dir DIR] [--skip-b]
-# --quick: 30-step / 10-step smoke runs into runs/repro-quick, report runs/repro-quick/results.md
-#          (a few minutes; what CI may run). The full version takes hours on a CPU (see
+# --quick: 20-step (A) / 10-step (B) smoke runs into runs/repro-quick, report runs/repro-quick/results.md
+#          (about 10 min on 2 cores; what CI may run). The full version takes hours on a CPU (see
 #          docs/results.md for the measured wall times) and writes docs/results.md + docs/repro/.
 # Environment: FBT (default build/fbt), REPRO_CPU (pin to one CPU), OMP_NUM_THREADS (default 1).
 set -euo pipefail
