@@ -66,6 +66,8 @@ STAGE2_A = {
     "cosine": ("cosine LR schedule (to 0.1x) instead of WSD", {"schedule": "cosine"}, {}),
     "jit0.1": ("state jitter sigma 0.1", {"jitter": 0.1}, {}),
     "wg0.1": ("W_G init std 0.1 (default 0.02)", {}, {"fusion_gate_init_std": 0.1}),
+    "wg0.005": ("W_G init std 0.005 (default 0.02)", {}, {"fusion_gate_init_std": 0.005}),
+    "wg0.3": ("W_G init std 0.3 (default 0.02)", {}, {"fusion_gate_init_std": 0.3}),
 }
 SHARED_AXES = {"cosine"}
 STAGES_A = {"sweep1": ["e23", "e234", "e23-tok", "e234-tok", "paper"]}

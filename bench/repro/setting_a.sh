@@ -12,9 +12,10 @@
 #           the paper's schedule (feedback onset 0.75);
 #   sweep2  one seed, on top of sweep1's winner: prefix-mixin 0.1 / 1.0, feedback_state pre_norm,
 #           feedback onset 0.5, cosine LR, jitter 0.1, W_G init std 0.1, then the rest of the
-#           onset (0, 0.5, 0.75) x schedule (WSD, cosine) grid; --sweep2-axes selects and orders
-#           them (default "mix0.1 prenorm mix1.0 onset0.5 cosine jit0.1 wg0.1 onset0.75
-#           onset0.5.cosine onset0.75.cosine"; AXIS.AXIS combines two; names in recipes.py);
+#           onset (0, 0.5, 0.75) x schedule (WSD, cosine) grid and W_G std 0.005 / 0.3;
+#           --sweep2-axes selects and orders them (default "mix0.1 prenorm mix1.0 onset0.5 cosine
+#           jit0.1 wg0.1 onset0.75 onset0.5.cosine onset0.75.cosine wg0.005 wg0.3"; AXIS.AXIS
+#           combines two; names in recipes.py);
 #   final   the issue's runs in priority order (see do_final): standard at N, 1.5N, 2N, 3N;
 #           winner; winner without its deepest pass; winner with detach; paper schedule; the
 #           stage-1 winner with every seed (when stage 2 replaced it).
@@ -27,7 +28,7 @@
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 quick=0 stage=all steps="" seeds=3 winner="" datadir="$REPO/../shared/data" out=""
-axes="mix0.1 prenorm mix1.0 onset0.5 cosine jit0.1 wg0.1 onset0.75 onset0.5.cosine onset0.75.cosine"
+axes="mix0.1 prenorm mix1.0 onset0.5 cosine jit0.1 wg0.1 onset0.75 onset0.5.cosine onset0.75.cosine wg0.005 wg0.3"
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
