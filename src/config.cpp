@@ -78,8 +78,9 @@ ModelConfig ModelConfig::preset(const std::string& name) {
   if (name == "debug") return c;
   if (name == "small") {  // Llama-shaped 5.5 M model that trains on 2 CPU cores
     // Issue 7's Setting-A sweep winner (docs/results.md, bench/repro/recipes.py e23-tok.wg0.1):
-    // the fusion keeps the token additively (SPEC §10; with the paper's `glu` the map did not
-    // contract at this scale and Soft decoding lost), and W_G starts at std 0.1, not 0.02.
+    // the fusion keeps the token additively (SPEC §10; with the paper's `glu` the passes converged
+    // to a fixed point worse than standard at this scale, so Soft decoding lost), and W_G starts
+    // at std 0.1, not 0.02.
     c.fusion = Fusion::GluPlusToken;
     c.fusion_gate_init_std = 0.1;
     c.vocab_size = 4096;

@@ -441,7 +441,8 @@ def setting_report(md, setting, runs, info, svg_dir, svg_rel, quick):
              and "+" not in n]  # FBT recipes and the std.AXIS controls
     if setting == "B" and winner:  # no sweep on B: the recipe comes from Setting A
         md.append(f"Recipe under test: Setting A's winner **{winner}** — {recipes.resolve(setting, winner)[0]}; "
-                  "carried over unchanged (Setting B has no sweep of its own). Every other recipe states the "
+                  "carried over with only the warmup changed (N/10 steps, as for every Setting B run; Setting B has no "
+                  "sweep of its own). Every other recipe states the "
                   "paper's fusion (`glu`, W_G std 0.02) explicitly, since the `small` preset now defaults to the "
                   "winner's (`recipes.py PAPER_FUSION`).")
         md.append("")

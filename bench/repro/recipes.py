@@ -134,6 +134,7 @@ def resolve(setting, name):
             desc, tr, mo = desc + "; " + d2, dict(tr, **tr2), dict(mo, **mo2)
         onset = tr.pop("feedback_onset", None)
         if onset is not None:  # K=1 until `onset`, then the base schedule's phases after it
+            desc = desc.replace(" from step 0", "")
             tr["pass_schedule"] = ([{"until_fraction": onset, "passes_probabilities": {"1": 1}}] +
                                    [ph for ph in tr["pass_schedule"] if ph["until_fraction"] > onset])
     else:
