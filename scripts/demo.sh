@@ -12,24 +12,23 @@
 #
 #   scripts/demo.sh [--corpus PATH] [--steps N] [--work DIR] [--paper-schedule]
 #
-# Optimiser: the paper's NorMuon + Adam with a WSD schedule (the `fbt train` default) with 30
-# warmup steps instead of 200 and Adam lr 3e-3 instead of the 1B model's 5e-4 (a 5.5 M model's
-# embedding needs the larger step; docs/LOG.md).
+# Optimiser: the paper's NorMuon + Adam with a WSD schedule (the `fbt train` default) with the
+# `small` preset's Adam lr 3e-3 (the 1B model's is 5e-4; a 5.5 M model's embedding needs the
+# larger step; docs/LOG.md) and 30 warmup steps instead of the preset's 100 (300 steps in all).
 #
 # Default corpus: Debian's `fortunes` text (installed by scripts/setup.sh), one fortune per
 # document. Outputs go to DIR (default ./runs/demo): data/, run/, summary.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 corpus="" steps=300 work="runs/demo"
-schedule='train.pass_schedule=[{"until_fraction":1,"passes_probabilities":{"2":0.88,"3":0.12}}]'
-fusion=glu_plus_token gate_std=0.1  # the small preset's; --paper-schedule also restores the paper's fusion
+recipe=()  # the `small` preset's pass schedule and fusion; --paper-schedule replaces them
 while [ $# -gt 0 ]; do
   case "$1" in
     --corpus) corpus="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
     --work) work="$2"; shift 2 ;;
-    --paper-schedule) schedule='train.pass_schedule=[{"until_fraction":0.75,"passes_probabilities":{"1":1}},{"until_fraction":1,"passes_probabilities":{"2":0.88,"3":0.12}}]'
-                      fusion=glu gate_std=0.02; shift ;;
+    --paper-schedule) recipe=(--set 'train.pass_schedule=[{"until_fraction":0.75,"passes_probabilities":{"1":1}},{"until_fraction":1,"passes_probabilities":{"2":0.88,"3":0.12}}]'
+                              --set model.fusion=glu --set model.fusion_gate_init_std=0.02); shift ;;
     -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "demo.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -42,15 +41,8 @@ fbt=build/fbt
 mkdir -p "$work"
 
 if [ -z "$corpus" ]; then
-  # Fortune files separate entries with '%' lines; make them blank-line separated documents.
-  src=/usr/share/games/fortunes
   corpus="$work/fortunes"
-  mkdir -p "$corpus"
-  for f in "$src"/*; do
-    name=$(basename "$f")
-    case "$name" in *.*) continue ;; esac
-    [ -f "$f" ] && sed 's/^%$//' "$f" > "$corpus/$name.txt"
-  done
+  scripts/fortunes_corpus.sh /usr/share/games/fortunes "$corpus"
   split=(--doc-split blank)
 else
   [ -e "$corpus" ] || { echo "demo.sh: --corpus $corpus does not exist" >&2; exit 1; }
@@ -63,8 +55,7 @@ $fbt prepare --input "$corpus" --out "$work/data" --tokenizer bpe --vocab-size 4
 echo "== train: small preset (5.5 M parameters), $steps steps of 8 x 128 tokens"
 train_start=$(date +%s)
 $fbt train --config small --data "$work/data" --out "$work/run" --steps "$steps" --force \
-  --set "$schedule" --set "model.fusion=$fusion" --set "model.fusion_gate_init_std=$gate_std" --set train.batch_size=8 --set train.seq_len=128 \
-  --set train.warmup_steps=30 --set train.lr=3e-3 \
+  "${recipe[@]}" --set train.batch_size=8 --set train.seq_len=128 --set train.warmup_steps=30 \
   --set train.eval_every=100 --set train.eval_tokens=16384 --set train.checkpoint_every=100
 train_s=$(( $(date +%s) - train_start ))
 

@@ -3,7 +3,6 @@
 
 Usage:
   recipes.py sets SETTING RECIPE SEED STEPS   # the --set arguments of a run, one per line
-  recipes.py list SETTING STAGE                 # recipe names of a stage (sweep1, sweep2, final)
   recipes.py winner RUNS_DIR NAMES              # the sweep winner by the rule in pick_winner()
   recipes.py baselines SETTING NAMES            # the standard-transformer controls NAMES need
   recipes.py describe SETTING RECIPE            # one-line description
@@ -70,7 +69,6 @@ STAGE2_A = {
     "wg0.3": ("W_G init std 0.3 (default 0.02)", {}, {"fusion_gate_init_std": 0.3}),
 }
 SHARED_AXES = {"cosine"}
-STAGES_A = {"sweep1": ["e23", "e234", "e23-tok", "e234-tok", "paper"]}
 
 # Setting B uses the same recipe names on the `small` preset (see setting_b.sh). That preset's
 # fusion defaults are the Setting-A winner's (glu_plus_token, W_G std 0.1), so Setting B states

@@ -52,17 +52,11 @@ flock "$prep_fd"
 if [ -f "$data/meta.json" ]; then
   echo "[repro] reuse $data"
 else
-  mkdir -p "$corpus/fortunes"
+  mkdir -p "$corpus"
   cp "$datadir/tinystories/train_prefix.txt" "$corpus/tinystories.txt"
   cp "$datadir/wikitext2/valid.txt" "$corpus/wikitext2-valid.txt"
   cp "$datadir/wikitext2/test.txt" "$corpus/wikitext2-test.txt"
-  # Fortune files separate entries with '%' lines: make them blank-line separated documents
-  # (the same conversion as scripts/demo.sh; *.dat/*.u8 index files skipped).
-  for f in "$fortunes"/*; do
-    name=$(basename "$f")
-    case "$name" in *.*) continue ;; esac
-    [ -f "$f" ] && sed 's/^%$//' "$f" > "$corpus/fortunes/$name.txt"
-  done
+  "$REPO/scripts/fortunes_corpus.sh" "$fortunes" "$corpus/fortunes"  # one fortune per document
   echo "[repro] $(date -u +%H:%M:%S) prepare $data (BPE 4096)"
   "${PIN[@]}" "$FBT" prepare --input "$corpus" --out "$data" --tokenizer bpe --vocab-size 4096 \
     --doc-split blank --val-fraction 0.05 > "$out/prepare.log" 2>&1 || { cat "$out/prepare.log" >&2; exit 1; }
