@@ -1,4 +1,4 @@
-# Writes OUTPUT (build_info.cpp) from SOURCE_DIR/src/build_info.cpp.in with the checkout's git
+# Writes OUTPUT (build_info.cpp) from SOURCE_DIR/src/util/build_info.cpp.in with the checkout's git
 # SHA, "-dirty" when tracked files differ from HEAD. Run at configure time and before every
 # build (target fbt_build_info), so run records name the commit actually built; configure_file
 # leaves OUTPUT untouched when the SHA is unchanged, so an unchanged SHA recompiles nothing.
@@ -14,4 +14,4 @@ else()
     set(FBT_GIT_SHA "${FBT_GIT_SHA}-dirty")
   endif()
 endif()
-configure_file(${SOURCE_DIR}/src/build_info.cpp.in ${OUTPUT} @ONLY)
+configure_file(${SOURCE_DIR}/src/util/build_info.cpp.in ${OUTPUT} @ONLY)

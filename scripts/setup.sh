@@ -6,7 +6,7 @@ pkgs=(cmake g++ make git libtorch-dev sentencepiece
       python3  # runs HumanEval/MBPP programs in the sandbox (fbt eval)
       libgloo-dev  # headers of Gloo, the CPU collectives of libtorch's c10d (distributed training)
       libopenblas0-pthread  # optimised BLAS: libtorch-dev alone pulls the reference BLAS
-      libblas-dev  # links the CPU decode step to that BLAS (src/cpu_decoder.cpp)
+      libblas-dev  # links the CPU decode step to that BLAS (src/infer/cpu_decoder.cpp)
       python3-torch)  # the PyTorch reference of bench/reference/ and its cross-check test
 missing=()
 for p in "${pkgs[@]}"; do

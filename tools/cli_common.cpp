@@ -5,8 +5,8 @@
 
 #include <torch/cuda.h>
 
-#include "fbt/error.h"
-#include "fbt/run_dir.h"
+#include "fbt/util/error.h"
+#include "fbt/io/run_dir.h"
 
 namespace fbt::cli {
 

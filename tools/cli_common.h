@@ -3,8 +3,8 @@
 #include <memory>
 #include <string>
 
-#include "fbt/checkpoint.h"
-#include "fbt/tokenizer.h"
+#include "fbt/io/checkpoint.h"
+#include "fbt/data/tokenizer.h"
 
 namespace fbt::cli {
 

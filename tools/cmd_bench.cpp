@@ -8,11 +8,11 @@
 
 #include "cli_common.h"
 #include "commands.h"
-#include "fbt/bench.h"
-#include "fbt/build_info.h"
-#include "fbt/cpu_decoder.h"
-#include "fbt/error.h"
-#include "fbt/run_dir.h"
+#include "fbt/bench/throughput.h"
+#include "fbt/util/build_info.h"
+#include "fbt/infer/cpu_decoder.h"
+#include "fbt/util/error.h"
+#include "fbt/io/run_dir.h"
 
 namespace fbt::cli {
 namespace {

@@ -8,10 +8,10 @@
 
 #include "cli_common.h"
 #include "commands.h"
-#include "fbt/error.h"
-#include "fbt/eval_gen.h"
-#include "fbt/eval_mc.h"
-#include "fbt/run_dir.h"
+#include "fbt/util/error.h"
+#include "fbt/eval/gen.h"
+#include "fbt/eval/mc.h"
+#include "fbt/io/run_dir.h"
 
 namespace fbt::cli {
 namespace {
@@ -178,7 +178,7 @@ void add_eval_command(CLI::App& app) {
                        "few-shot pool; modes standard, fused):\n";
   for (const auto& t : builtin_tasks())
     footer += line(t.name, t.summary, t.path + (t.labels_path.empty() ? "" : " + " + t.labels_path));
-  footer += "\nGeneration tasks (modes standard, soft, fused; see include/fbt/eval_gen_tasks.h):\n";
+  footer += "\nGeneration tasks (modes standard, soft, fused; see include/fbt/eval/gen_tasks.h):\n";
   for (const auto& t : builtin_gen_tasks())
     footer += line(t.name, t.summary, t.path + (t.fewshot_path.empty() ? "" : " + " + t.fewshot_path));
   cmd->footer(footer);

@@ -5,9 +5,9 @@
 
 #include "cli_common.h"
 #include "commands.h"
-#include "fbt/data.h"
-#include "fbt/eval_loss.h"
-#include "fbt/run_dir.h"
+#include "fbt/data/shards.h"
+#include "fbt/eval/loss.h"
+#include "fbt/io/run_dir.h"
 
 namespace fbt::cli {
 namespace {

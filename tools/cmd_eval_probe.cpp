@@ -6,8 +6,8 @@
 
 #include "cli_common.h"
 #include "commands.h"
-#include "fbt/eval_probe.h"
-#include "fbt/run_dir.h"
+#include "fbt/eval/probe.h"
+#include "fbt/io/run_dir.h"
 
 namespace fbt::cli {
 namespace {

@@ -9,8 +9,8 @@
 
 #include "cli_common.h"
 #include "commands.h"
-#include "fbt/error.h"
-#include "fbt/generate.h"
+#include "fbt/util/error.h"
+#include "fbt/infer/generate.h"
 
 namespace fbt::cli {
 namespace {

@@ -3,8 +3,8 @@
 #include <memory>
 
 #include "commands.h"
-#include "fbt/error.h"
-#include "fbt/prepare.h"
+#include "fbt/util/error.h"
+#include "fbt/data/prepare.h"
 
 namespace fbt::cli {
 

@@ -1,10 +1,10 @@
-// `fbt synth`: writes a synthetic state-tracking task (include/fbt/synth.h) as JSON lines.
+// `fbt synth`: writes a synthetic state-tracking task (include/fbt/data/synth.h) as JSON lines.
 #include <iostream>
 #include <memory>
 
 #include "commands.h"
-#include "fbt/run_dir.h"
-#include "fbt/synth.h"
+#include "fbt/io/run_dir.h"
+#include "fbt/data/synth.h"
 
 namespace fbt::cli {
 namespace {
@@ -25,7 +25,7 @@ void add_synth_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "synth", "Generate a synthetic state-tracking task for `fbt eval-probe` (JSON lines; paper §4.4, App. F)");
   cmd->footer(
-      "\nTasks (templates in include/fbt/synth.h; each text ends in a colon, the label is the answer):\n"
+      "\nTasks (templates in include/fbt/data/synth.h; each text ends in a colon, the label is the answer):\n"
       "  completion   tasks started/finished, query \"is task X done:\" -> yes|no\n"
       "  memory       \"key K is V.\", D distractor lines, query \"value of K:\" -> red|green|blue|gold\n"
       "  registers    W writes \"set rI to V.\" to R registers, query \"register rI:\" -> last value 0-3\n");

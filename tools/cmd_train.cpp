@@ -3,7 +3,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
-#include "fbt/trainer.h"
+#include "fbt/train/trainer.h"
 
 namespace fbt::cli {
 

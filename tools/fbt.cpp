@@ -2,8 +2,8 @@
 #include <iostream>
 
 #include "commands.h"
-#include "fbt/cpu_allocator.h"
-#include "fbt/error.h"
+#include "fbt/util/cpu_allocator.h"
+#include "fbt/util/error.h"
 
 int main(int argc, char** argv) {
   fbt::keep_freed_cpu_blocks();  // activations are reused, not re-faulted, every step (cpu_allocator.h)

@@ -33,7 +33,7 @@ echo "== fbt bench ($FBT)" >&2
   --passes 1,2 --batch-sizes 1,8 --contexts 64 --new-tokens 64 ${FBT_ARGS:-} \
   --format json --out "$OUT_DIR/fbt.json"
 echo "== reference bench ($PYTHON $here/fbt_ref.py)" >&2
-# fbt keeps freed CPU blocks in the process (include/fbt/cpu_allocator.h); the reference gets the
+# fbt keeps freed CPU blocks in the process (include/fbt/util/cpu_allocator.h); the reference gets the
 # same glibc allocator settings, so the ratio measures the frameworks, not malloc's defaults.
 GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=1073741824 \
   "${pin[@]}" "$PYTHON" "$here/fbt_ref.py" bench --preset "$PRESET" --tests train,decode --threads "$THREADS" \

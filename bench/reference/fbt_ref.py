@@ -2,14 +2,14 @@
 """fbt_ref.py — a plain PyTorch reference of the Full-Bandwidth Transformer (FBT).
 
 The same model, K-pass training objective, NorMuon + Adam step and cached decoding as the
-C++/libtorch implementation (src/model.cpp, src/passes.cpp, src/normuon.cpp,
-src/optimizer.cpp, src/decode.cpp, src/cache.cpp), written to be read next to
+C++/libtorch implementation (src/model/model.cpp, src/train/passes.cpp, src/train/normuon.cpp,
+src/train/optimizer.cpp, src/infer/decode.cpp, src/model/cache.cpp), written to be read next to
 /work/shared/docs/SPEC.md. Two uses:
 
   * numerical cross-check: `loss` loads an fbt checkpoint (one safetensors file whose
     metadata "fbt" JSON holds the model config) and prints the per-pass losses, which must
     match `fbt::forward_passes` on the same weights within fp32 tolerance
-    (tests/test_reference.cpp);
+    (tests/model/test_reference.cpp);
   * throughput baseline: `bench` times the training step (K = 1, 2) and cached decoding
     (standard, soft) with the same JSON schema as `fbt bench --format json`.
 
@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 # ----------------------------------------------------------------------------- config
 
-# The defaults are the `debug` preset (include/fbt/config.h).
+# The defaults are the `debug` preset (include/fbt/model/config.h).
 DEFAULT_CONFIG = {
     "vocab_size": 259, "d_model": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2,
     "d_ff": 176, "context": 64, "window": 0, "full_attention_every": 6,
@@ -45,7 +45,7 @@ DEFAULT_CONFIG = {
     "doc_separator_id": -1,
 }
 
-PRESETS = {  # src/config.cpp ModelConfig::preset
+PRESETS = {  # src/model/config.cpp ModelConfig::preset
     "debug": {},
     "small": {"vocab_size": 4096, "d_model": 256, "n_layers": 6, "n_heads": 4, "n_kv_heads": 2,
               "d_ff": 688, "context": 256},
@@ -300,7 +300,7 @@ def prefix_mask(B, T, mixin_prob, generator=None):
 
 def forward_passes(model, tokens, targets, passes, jitter=0.0, mixin_prob=0.0, z_loss=0.0,
                    later_weight=1.0, detach=False, generator=None):
-    """The K-pass objective of src/passes.cpp (SPEC §5). Returns (total, [CE per pass],
+    """The K-pass objective of src/train/passes.cpp (SPEC §5). Returns (total, [CE per pass],
     [z-loss per pass]); total = L1 + λ·mean(L2..LK), L_k = CE_k + z_k. targets [B,T] int64,
     -1 ignored; CE is the mean over scored positions, z_k = z_loss · mean over scored positions
     of logsumexp(logits)²."""
@@ -353,7 +353,7 @@ def newton_schulz5(G, steps=5):
 
 
 class NorMuon:
-    """src/normuon.cpp: momentum, Nesterov, NS5, per-row second moment, norm-preserving
+    """src/train/normuon.cpp: momentum, Nesterov, NS5, per-row second moment, norm-preserving
     rescale, shape scale sqrt(max(1, m/n)), decoupled weight decay."""
 
     def __init__(self, params, lr=1e-2, weight_decay=0.01, momentum=0.95, beta2=0.95, eps=1e-10, ns_steps=5):
@@ -383,7 +383,7 @@ class NorMuon:
 
 
 class TrainingOptimizer:
-    """src/optimizer.cpp, normuon recipe: NorMuon for every 2-D weight except the tied
+    """src/train/optimizer.cpp, normuon recipe: NorMuon for every 2-D weight except the tied
     embedding; Adam (AdamW with wd 0) for the embedding and the RMSNorm gains."""
 
     def __init__(self, model, normuon_lr=1e-2, normuon_wd=0.01, lr=5e-4, betas=(0.9, 0.95), eps=1e-10):
@@ -399,7 +399,7 @@ class TrainingOptimizer:
 
 
 def train_step(model, opt, tokens, targets, passes, jitter=0.02, mixin_prob=0.3, generator=None):
-    """One step as src/trainer.cpp (one micro-batch, fp32): K-pass forward, backward, grad
+    """One step as src/train/trainer.cpp (one micro-batch, fp32): K-pass forward, backward, grad
     norm (clip_grad_norm_ with an infinite bound), optimiser step, grads set to none."""
     total, ces, _ = forward_passes(model, tokens, targets, passes, jitter, mixin_prob, generator=generator)
     total.backward()

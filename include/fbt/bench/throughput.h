@@ -1,0 +1,90 @@
+// Throughput measurements behind `fbt bench`: training steps, prefill, decode, matmul peak.
+//
+// Every measurement runs `warmup` untimed repetitions, then `reps` timed ones, and reports the
+// median, minimum and maximum. Time is wall-clock (std::chrono::steady_clock) with a device
+// synchronisation before each reading on CUDA.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "fbt/model/config.h"
+#include "fbt/infer/decode.h"
+#include "fbt/model/model.h"
+#include "fbt/train/train_config.h"
+
+namespace fbt {
+
+/// Median, minimum and maximum of a set of measurements.
+struct Stats {
+  double median = 0, min = 0, max = 0;
+  /// Throws fbt::Error for an empty set.
+  static Stats of(std::vector<double> values);
+  /// value ↦ numerator / value, so seconds become rates (the median of the rates is
+  /// numerator / median seconds; min and max swap).
+  Stats inverse(double numerator) const;
+};
+
+/// Runs fn() `warmup` times, then `reps` times timed; returns the seconds of each timed run.
+/// Synchronises `device` (CUDA) before starting and before stopping each clock.
+std::vector<double> time_repeated(const torch::Device& device, int64_t warmup, int64_t reps,
+                                  const std::function<void()>& fn);
+
+/// Matmul weights per token of one pass (the "N" of 6·N·tokens): per layer D·H·Dh (q) +
+/// 2·D·Hkv·Dh (k, v) + H·Dh·D (o) + D·H (gate) + 3·D·F (SwiGLU), times L, plus V·D for the
+/// tied head; with `fused` also the fusion's W_U and W_G (2·D²). Embedding lookups and norms
+/// are not matmuls and are not counted.
+int64_t matmul_weights_per_token(const ModelConfig& config, bool fused);
+
+/// Model FLOPs of one K-pass training step per token of the batch (forward + backward = 3 ×
+/// forward), following PaLM (Chowdhery et al. 2022, App. B): per pass 6·N + 12·Σ_l D·T_l,
+/// T_l = min(T, window) for sliding-window layers and T otherwise (attention scores and
+/// values, not halved for the causal mask). Pass 1 is plain, passes ≥ 2 also run the fusion
+/// (matmul_weights_per_token(config, true)).
+double training_flops_per_token(const ModelConfig& config, int64_t seq_len, int64_t passes);
+
+/// Measured matmul peak of this device in FLOP/s: the best of `reps` timed n×n·n×n products
+/// (2n³ FLOPs each) in `dtype` (fp32 on the CPU, bf16 on CUDA), using torch's current number
+/// of CPU threads. This is the ceiling MFU is reported against.
+double measure_matmul_peak(const torch::Device& device, torch::ScalarType dtype, int64_t n, int64_t reps);
+
+/// Timing plus the peak memory of one measurement (memory_stats.h; -1 when unavailable).
+struct BenchResult {
+  Stats seconds;                 ///< per repetition
+  Stats tokens_per_s;            ///< tokens processed per repetition / seconds
+  int64_t peak_memory_bytes = -1;
+};
+
+/// One training step repeated: forward_passes with `passes` passes (jitter and mixin as in
+/// `train`), backward, TrainingOptimizer::step(1, 1) and zero_grad, on random tokens [batch,
+/// seq] drawn with `seed`. tokens/s counts batch·seq per step (not ×K). The model is trained
+/// in place. Throws fbt::Error if seq exceeds the model context.
+BenchResult bench_train_step(FBT& model, const TrainConfig& train, int64_t batch, int64_t seq,
+                             int64_t passes, int64_t warmup, int64_t reps, uint64_t seed);
+
+/// Prefill of random prompts [batch, context] into a preallocated KVCache in `mode`
+/// (Standard, or Fused with `fused_passes`), under InferenceMode. tokens/s counts
+/// batch·context per prefill.
+BenchResult bench_prefill(FBT& model, DecodeMode mode, int64_t fused_passes, int64_t batch,
+                          int64_t context, int64_t warmup, int64_t reps, uint64_t seed);
+
+/// Standard and Soft decoding measured together, for their per-token overhead (SPEC §7).
+struct DecodeComparison {
+  BenchResult standard, soft;
+  Stats soft_overhead;  ///< over the repetition pairs: soft seconds / standard seconds − 1
+};
+
+/// Greedy decoding of `new_tokens` tokens after a plain prefill of `context` random tokens per
+/// row, batch rows in lockstep, in Standard and in Soft mode, under InferenceMode; only the
+/// decode steps are timed. The two modes alternate within each repetition (which one goes first
+/// alternates too), so drift of a shared machine's speed cancels out of the soft overhead, which
+/// is taken per repetition pair. Peak memory is measured per mode in one extra, untimed run.
+/// `cpu_decoder` uses CpuDecoder (cpu_decoder.h, what `fbt generate` uses for fp32 CPU models)
+/// instead of the generic decode_step. tokens/s counts batch·new_tokens. Throws fbt::Error if
+/// context + new_tokens exceeds the model context.
+DecodeComparison bench_decode_modes(FBT& model, bool cpu_decoder, int64_t batch, int64_t context,
+                                    int64_t new_tokens, int64_t warmup, int64_t reps, uint64_t seed);
+
+}  // namespace fbt

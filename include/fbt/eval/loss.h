@@ -1,0 +1,66 @@
+// Validation loss vs number of fused prefill passes (SPEC §8, paper Fig. 4) on a token shard.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fbt/data/shards.h"
+#include "fbt/model/model.h"
+#include "fbt/data/tokenizer.h"
+
+namespace fbt {
+
+/// One evaluated mode.
+struct LossResult {
+  std::string name;       ///< "passes=p" (loss after p fused prefill passes) or "sequential"
+  double nats_per_token;  ///< mean next-token cross-entropy, nats per target token
+  double bits_per_byte;   ///< total nats / ln 2 / UTF-8 bytes of the targets (NaN if 0 bytes)
+  int64_t tokens;         ///< target tokens scored
+};
+
+struct LossEvalOptions {
+  int64_t max_tokens = 65536;  ///< target tokens to score at most (< 0: the whole shard)
+  int64_t passes = 2;          ///< K: report p = 0..K fused prefill passes
+  bool sequential = false;     ///< also score the exact sequential soft recurrence
+  int64_t batch = 8;           ///< windows per forward
+};
+
+/// Scores `model` on `shard` with non-overlapping windows of T = model context tokens
+/// (SequentialLoader: window w predicts tokens[wT+1, wT+T+1); the tail shorter than T is skipped).
+/// Returns K+1 results "passes=0".."passes=K", then "sequential" if requested, all on the same
+/// windows. passes=0 is the standard forward; passes=p is the last of p+1 passes of
+/// forward_passes without jitter or mixin (pass k is the recurrence after k-1 fused passes), all
+/// from one forward_passes call per batch. "sequential" is sequential_logits (exact soft
+/// recurrence, T cached steps per window).
+///
+/// Bytes for bits per byte are exact: the scored targets form the contiguous range
+/// tokens[1, nT+1), decoded with `tokenizer` (separators decode to nothing, as in meta.json's
+/// split bytes). The range is decoded in chunks of 2^20 tokens cut after a separator; only a
+/// character spelled by byte-fallback pieces across a cut in a chunk without any separator can
+/// be miscounted. Runs in eval mode under torch::NoGradGuard on the model's device; restores the
+/// model's training flag. Throws fbt::Error if passes < 0, batch < 1, the shard's vocab differs
+/// from the model's, or the shard holds no full window.
+std::vector<LossResult> evaluate_loss(FBT& model, const TokenShard& shard, const Tokenizer& tokenizer,
+                                      const LossEvalOptions& options);
+
+/// One point of the contraction diagnostic (paper Fig. 3 and 10).
+struct ContractionPoint {
+  int64_t passes;          ///< k fused passes after the plain one (0 = the standard forward)
+  double nats_per_token;   ///< loss of the logits after k fused passes
+  double bits_per_byte;    ///< the same in bits per UTF-8 byte of the targets
+  double relative_change;  ///< mean over positions of ‖h^(k) − h^(k−1)‖₂ / ‖h^(k−1)‖₂ (NaN for k = 0)
+};
+
+/// Iterates the fused-pass map up to `max_passes` times on the windows evaluate_loss scores
+/// (same max_tokens, batch), without noise or mixin: h^(0) is the feedback state of the plain
+/// forward and h^(k) = feedback_state(Stack(fused_pass_input(e_n, h^(k−1)))). Reports, for
+/// every k = 0..max_passes, the loss of pass k's logits (identical to evaluate_loss's
+/// "passes=k") and the mean relative change of the feedback state, averaged over all T
+/// positions of all windows (positions t < k are fixed points: their change is 0). A map that
+/// contracts drives the change to 0 and the loss to the sequential recurrence's; one that does
+/// not keeps changing or diverges. Memory is that of one pass: only h^(k−1) is kept, so 1000
+/// passes are possible. Same errors as evaluate_loss (max_passes < 0 instead of passes < 0).
+std::vector<ContractionPoint> contraction_curve(FBT& model, const TokenShard& shard, const Tokenizer& tokenizer,
+                                                int64_t max_passes, const LossEvalOptions& options);
+
+}  // namespace fbt

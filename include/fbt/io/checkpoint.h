@@ -1,0 +1,40 @@
+// Model checkpoints: weights + versioned JSON metadata in one safetensors file (atomic write).
+#pragma once
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "fbt/model/model.h"
+
+namespace fbt {
+
+/// Version of the checkpoint metadata layout; bump on incompatible change.
+constexpr int kCheckpointFormatVersion = 1;
+
+/// What a checkpoint says about itself (the "fbt" metadata of the safetensors file).
+struct CheckpointInfo {
+  int format_version = kCheckpointFormatVersion;
+  ModelConfig config;
+  nlohmann::json tokenizer;  ///< the dataset's tokenizer block (type, vocab_size, ids, model sha256)
+  int64_t step = 0;
+  std::string git_sha;
+};
+
+/// Writes the model's parameters (fp32, names as in named_parameters()) and `info` (config
+/// taken from the model, git SHA from the build) to `path` via a temporary file and rename;
+/// an existing file at `path` survives any failure. Throws fbt::Error on I/O failure.
+void save_model(const std::string& path, FBT& model, const nlohmann::json& tokenizer, int64_t step);
+
+/// Reads only the metadata of a checkpoint (validating the whole file). Throws fbt::Error
+/// naming `path` for a missing, truncated or corrupted file or an unknown format version.
+CheckpointInfo read_checkpoint_info(const std::string& path);
+
+/// Loads weights into an existing model. Throws fbt::Error naming `path` and the first
+/// mismatch if the stored config differs from the model's (e.g. "d_model: file 128, model 64"),
+/// or if a parameter is missing, unexpected or of the wrong shape.
+CheckpointInfo load_weights(const std::string& path, FBT& model);
+
+/// Builds a model from the checkpoint's own config and loads its weights (on the CPU).
+FBT load_model(const std::string& path, CheckpointInfo* info = nullptr);
+
+}  // namespace fbt

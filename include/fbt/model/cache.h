@@ -1,0 +1,49 @@
+// KVCache: per-layer keys/values plus the latent-feedback state h_prev carried across decode steps.
+#pragma once
+#include <vector>
+
+#include <torch/types.h>
+
+#include "fbt/model/config.h"
+
+namespace fbt {
+
+/// Where the T positions of one stack call sit: per-row RoPE positions and which are real
+/// tokens. Batched prompts of different lengths are left-padded; pads have valid = false.
+struct Layout {
+  torch::Tensor positions;  ///< [B,T] or [1,T] int64, position of each token in its sequence
+  torch::Tensor valid;      ///< [B,T] bool, or undefined when every position is a real token
+
+  /// Positions 0..T-1 for every row, no padding (training, scoring).
+  static Layout contiguous(int64_t T, const torch::Device& device);
+  /// Left-padded rows: `valid` [B,T] is false on the leading pads; positions count real tokens.
+  static Layout left_padded(const torch::Tensor& valid);
+};
+
+/// Decoding state for a batch of B sequences decoded in lockstep (SPEC §7, Listing 2).
+/// Holds the keys/values of every layer in preallocated slots, the position and validity of
+/// each slot, and — beside the cache — one D-vector per sequence: the feedback state h_prev
+/// of the last processed position, which Soft and Fused decoding fuse into the next input.
+struct KVCache {
+  /// Allocates `capacity` slots per layer: k, v are [B, Hkv, capacity, Dh] with `options`.
+  KVCache(const ModelConfig& config, int64_t batch, int64_t capacity,
+          const torch::TensorOptions& options);
+
+  std::vector<torch::Tensor> k, v;  ///< per layer [B, Hkv, capacity, Dh]
+  torch::Tensor slot_pos;           ///< [B, capacity] int64 position of each filled slot
+  torch::Tensor slot_valid;         ///< [B, capacity] bool, true where the slot holds a real token
+  torch::Tensor h_prev;             ///< [B, D] feedback state of the last real position (soft/fused)
+  torch::Tensor last_token;         ///< [B] int64 token at the last real position
+  torch::Tensor next_pos;           ///< [B] int64 position the next token of each row gets
+  int64_t length = 0;               ///< slots filled (the same for every row)
+
+  int64_t batch() const { return slot_pos.size(0); }
+  int64_t capacity() const { return slot_pos.size(1); }
+  /// Claims the next T slots for `layout` (positions/validity recorded) and returns the first
+  /// slot index. Throws fbt::Error when the capacity would be exceeded.
+  int64_t reserve(const Layout& layout);
+  /// Forgets every slot (keeps the allocation); used to rebuild the cache from a later pass.
+  void clear();
+};
+
+}  // namespace fbt

@@ -1,0 +1,96 @@
+// ModelConfig: the FBT architecture hyper-parameters (SPEC §3–4), presets and JSON round trip.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fbt/util/json_fields.h"
+
+namespace fbt {
+
+/// How the previous top state and the token embedding are fused (SPEC §4).
+enum class Fusion {
+  Glu,           ///< paper Eq. 4: RMSNorm_in((W_U h) ⊙ sigmoid(W_G RMSNorm_in(e)))
+  GluPlusToken,  ///< ablation:    RMSNorm_in(g + RMSNorm_in(e)), g the GLU term above
+};
+
+/// Which top-layer state is fed back (SPEC §4).
+enum class FeedbackState {
+  PostNorm,  ///< the state the LM head reads (after the final RMSNorm) — default
+  PreNorm,   ///< the raw residual stream before the final RMSNorm
+};
+
+/// Architecture hyper-parameters. Run-time settings (passes, sampling, optimiser) live elsewhere.
+struct ModelConfig {
+  int64_t vocab_size = 259;       ///< V
+  int64_t d_model = 64;           ///< D
+  int64_t n_layers = 2;           ///< L
+  int64_t n_heads = 4;            ///< H query heads
+  int64_t n_kv_heads = 2;         ///< Hkv key/value heads (GQA); divides H
+  int64_t d_ff = 176;             ///< SwiGLU hidden size
+  int64_t context = 64;           ///< maximum sequence length (RoPE positions, KV cache size)
+  int64_t window = 0;             ///< sliding-window size in tokens; 0 = full attention everywhere
+  int64_t full_attention_every = 6;  ///< with a window: layers n-1, 2n-1, ... (0-based) are full
+  double rope_theta = 10000.0;    ///< RoPE base
+  double norm_eps = 1e-6;         ///< RMSNorm epsilon
+  double init_std = 0.02;         ///< std of embedding and linear weights at init
+  double fusion_gate_init_std = 0.02;  ///< std of W_G at init (W_U starts as the identity)
+  double residual_scale = 0.0;    ///< residual branch multiplier; 0 means 1/sqrt(2L) (SPEC §3)
+  Fusion fusion = Fusion::Glu;
+  FeedbackState feedback_state = FeedbackState::PostNorm;
+  int64_t doc_separator_id = -1;  ///< token ending a document (EOS); the next position is plain. -1: none
+
+  int64_t head_dim() const { return d_model / n_heads; }
+  /// The branch multiplier actually used: residual_scale, or 1/sqrt(2L) when it is 0.
+  double branch_scale() const;
+  /// Sliding window of layer `layer` (0-based): 0 (full) or `window`.
+  int64_t layer_window(int64_t layer) const;
+  /// Number of trainable parameters implied by the config (tied embedding counted once).
+  int64_t parameter_count() const;
+
+  /// Throws fbt::Error naming the field if the config is inconsistent (e.g. D % H != 0).
+  void validate() const;
+  nlohmann::json to_json() const;
+  /// Strict parse: unknown keys and wrong types throw fbt::Error naming `source` and the key.
+  /// Keys absent from `j` keep the values of `base` (the defaults, i.e. `debug`, if omitted).
+  static ModelConfig from_json(const nlohmann::json& j, const std::string& source,
+                               const ModelConfig& base);
+  static ModelConfig from_json(const nlohmann::json& j, const std::string& source);
+  /// Named preset: "debug" (tests), "small" (≈5.5 M params, CPU; fusion glu_plus_token with W_G
+  /// init std 0.1, issue 7's sweep winner), "1b" (paper Appendix A).
+  /// Throws fbt::Error listing the presets for an unknown name.
+  static ModelConfig preset(const std::string& name);
+  static std::vector<std::string> preset_names();
+
+  /// Calls f(name, member) for every field, in JSON order (drives to_json/from_json).
+  template <class F>
+  void visit(F&& f) {
+    f("vocab_size", vocab_size);
+    f("d_model", d_model);
+    f("n_layers", n_layers);
+    f("n_heads", n_heads);
+    f("n_kv_heads", n_kv_heads);
+    f("d_ff", d_ff);
+    f("context", context);
+    f("window", window);
+    f("full_attention_every", full_attention_every);
+    f("rope_theta", rope_theta);
+    f("norm_eps", norm_eps);
+    f("init_std", init_std);
+    f("fusion_gate_init_std", fusion_gate_init_std);
+    f("residual_scale", residual_scale);
+    f("fusion", fusion);
+    f("feedback_state", feedback_state);
+    f("doc_separator_id", doc_separator_id);
+  }
+
+  bool operator==(const ModelConfig& o) const;
+  bool operator!=(const ModelConfig& o) const { return !(*this == o); }
+};
+
+template <>
+const EnumNames<Fusion>& enum_names<Fusion>();
+template <>
+const EnumNames<FeedbackState>& enum_names<FeedbackState>();
+
+}  // namespace fbt

@@ -1,0 +1,146 @@
+// The FBT model: a decoder-only transformer with a latent-feedback input fusion (SPEC §3–4).
+//
+// Shape legend: B batch, T tokens in this call, S key slots, D model width, H query heads,
+// Hkv key/value heads, Dh = D/H head dim, F = d_ff, V vocabulary, L layers.
+#pragma once
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include "fbt/model/cache.h"
+#include "fbt/model/config.h"
+
+namespace fbt {
+
+/// RMSNorm with a learned gain: x / sqrt(mean(x²) + eps) * g over the last dim.
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  RMSNormImpl(int64_t dim, double eps);
+  torch::Tensor forward(const torch::Tensor& x);  // [..., dim] -> [..., dim]
+  torch::Tensor weight;
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(RMSNorm);
+
+/// Rotary position tables for one stack call: cos, sin are [B|1, 1, T, Dh/2].
+struct Rope {
+  torch::Tensor cos, sin;
+};
+
+/// Attention masks for one stack call, additive (0 or -inf), [B|1, 1, T, S]; `windowed` is
+/// undefined when no layer uses a sliding window. `causal_only` marks the plain training case
+/// (no padding, no cache, no window) where fused causal kernels may be used.
+struct AttentionMasks {
+  torch::Tensor full, windowed;
+  bool causal_only = false;
+};
+
+/// Grouped-query self-attention with RoPE, QK RMSNorm and a per-head sigmoid output gate.
+class AttentionImpl : public torch::nn::Module {
+ public:
+  AttentionImpl(const ModelConfig& config, int64_t window);
+  /// x [B,T,D] (the normed branch input) -> [B,T,D]. With `cache`, this call's keys/values are
+  /// written to slots [first_slot, first_slot+T) of layer `layer` and attention covers all filled
+  /// slots; otherwise it covers the T positions of x.
+  torch::Tensor forward(const torch::Tensor& x, const Rope& rope, const AttentionMasks& masks,
+                        KVCache* cache, int64_t layer, int64_t first_slot);
+
+ private:
+  int64_t n_heads_, n_kv_heads_, head_dim_, window_;
+  torch::nn::Linear wq_{nullptr}, wk_{nullptr}, wv_{nullptr}, wo_{nullptr}, gate_{nullptr};
+  RMSNorm q_norm_{nullptr}, k_norm_{nullptr};
+};
+TORCH_MODULE(Attention);
+
+/// SwiGLU MLP: W_down(silu(W_gate x) ⊙ W_up x).
+class MLPImpl : public torch::nn::Module {
+ public:
+  explicit MLPImpl(const ModelConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);  // [B,T,D] -> [B,T,D]
+
+ private:
+  torch::nn::Linear w_gate_{nullptr}, w_up_{nullptr}, w_down_{nullptr};
+};
+TORCH_MODULE(MLP);
+
+/// One block with sandwich norms and depth-scaled branches:
+/// x += s·norm_out(branch(norm_in(x))) for the attention then the MLP branch.
+class BlockImpl : public torch::nn::Module {
+ public:
+  BlockImpl(const ModelConfig& config, int64_t layer);
+  torch::Tensor forward(const torch::Tensor& x, const Rope& rope, const AttentionMasks& masks,
+                        KVCache* cache, int64_t first_slot);  // [B,T,D] -> [B,T,D]
+
+ private:
+  int64_t layer_;
+  double scale_;
+  RMSNorm attn_norm_in_{nullptr}, attn_norm_out_{nullptr}, mlp_norm_in_{nullptr},
+      mlp_norm_out_{nullptr};
+  Attention attn_{nullptr};
+  MLP mlp_{nullptr};
+};
+TORCH_MODULE(Block);
+
+/// The latent-feedback fusion of paper Eq. 4 before the input norm:
+/// g = (W_U h_prev) ⊙ sigmoid(W_G e_n), with e_n = RMSNorm_in(e). W_U = I, W_G ~ N(0, σ_G) at init.
+class LatentFusionImpl : public torch::nn::Module {
+ public:
+  explicit LatentFusionImpl(const ModelConfig& config);
+  torch::Tensor forward(const torch::Tensor& h_prev, const torch::Tensor& e_normed);  // [...,D]
+
+  torch::nn::Linear w_u{nullptr}, w_g{nullptr};
+};
+TORCH_MODULE(LatentFusion);
+
+/// The Full-Bandwidth Transformer. Its pieces are exposed so that the K-pass training forward
+/// (passes.h) and the decoding modes (decode.h) compose them; forward() is a standard pass.
+class FBTImpl : public torch::nn::Module {
+ public:
+  explicit FBTImpl(const ModelConfig& config);
+  const ModelConfig& config() const { return config_; }
+
+  /// Token embedding e = Embed(x): tokens [B,T] int64 -> [B,T,D]. Throws fbt::Error for ids
+  /// outside [0, V).
+  torch::Tensor embed(const torch::Tensor& tokens);
+  /// Plain input RMSNorm_in(e): [B,T,D] -> [B,T,D] (SPEC §4).
+  torch::Tensor plain_input(const torch::Tensor& e);
+  /// Fused input from the previous position's feedback state h_prev [...,D] and the normed
+  /// embedding e_n = plain_input(e) [...,D]: RMSNorm_in(g) for `glu` (paper Eq. 4) or
+  /// RMSNorm_in(g + e_n) for `glu_plus_token`, g = LatentFusion(h_prev, e_n).
+  torch::Tensor fused_input(const torch::Tensor& h_prev, const torch::Tensor& e_normed);
+  /// Positions that must take the plain input in every pass: position 0 and every position
+  /// whose previous token is the document separator. tokens [B,T] -> bool [B,T].
+  torch::Tensor plain_positions(const torch::Tensor& tokens) const;
+
+  /// Runs the L blocks on inputs u [B,T,D] laid out by `layout`; returns the top residual
+  /// stream x [B,T,D] (before the final norm). With `cache`, keys/values are appended to it.
+  /// With `layer_states` (probes), it is cleared and receives the L+1 residual streams [B,T,D]:
+  /// u (layer 0), then x after each block (the last is the returned x).
+  torch::Tensor stack(const torch::Tensor& u, const Layout& layout, KVCache* cache = nullptr,
+                      std::vector<torch::Tensor>* layer_states = nullptr);
+  /// The state the LM head reads: FinalNorm(x) [B,T,D].
+  torch::Tensor final_norm(const torch::Tensor& x);
+  /// The state fed back to the next position: FinalNorm(x) (post_norm) or x (pre_norm).
+  torch::Tensor feedback_state(const torch::Tensor& x);
+  /// Tied LM head: logits = FinalNorm(x) · Eᵀ, x [B,T,D] -> [B,T,V].
+  torch::Tensor head(const torch::Tensor& x);
+
+  /// Standard (plain) forward over tokens [B,T] -> logits [B,T,V].
+  torch::Tensor forward(const torch::Tensor& tokens);
+
+ private:
+  ModelConfig config_;
+  torch::nn::Embedding embedding_{nullptr};
+  RMSNorm input_norm_{nullptr}, final_norm_{nullptr};
+  LatentFusion fusion_{nullptr};
+  torch::nn::ModuleList blocks_{nullptr};
+};
+TORCH_MODULE(FBT);
+
+}  // namespace fbt

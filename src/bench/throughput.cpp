@@ -1,0 +1,193 @@
+// Throughput measurements behind `fbt bench` (see include/fbt/bench/throughput.h for the definitions).
+#include "fbt/bench/throughput.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <optional>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/cuda.h>
+
+#include "fbt/infer/cpu_decoder.h"
+#include "fbt/util/error.h"
+#include "fbt/util/memory_stats.h"
+#include "fbt/train/optimizer.h"
+#include "fbt/train/passes.h"
+#include "fbt/model/precision.h"
+#include "fbt/train/trainer.h"
+
+namespace fbt {
+
+Stats Stats::of(std::vector<double> values) {
+  if (values.empty()) throw Error("no measurements to summarise (--reps must be >= 1)");
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  const double median = n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+  return {median, values.front(), values.back()};
+}
+
+Stats Stats::inverse(double numerator) const { return {numerator / median, numerator / max, numerator / min}; }
+
+namespace {
+
+void synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.has_index() ? device.index() : -1);
+}
+
+/// time_repeated with an untimed `setup` before every repetition.
+std::vector<double> time_with_setup(const torch::Device& device, int64_t warmup, int64_t reps,
+                                    const std::function<void()>& setup, const std::function<void()>& fn) {
+  if (reps < 1) throw Error("--reps must be >= 1 (got " + std::to_string(reps) + ")");
+  std::vector<double> seconds;
+  for (int64_t r = 0; r < warmup + reps; ++r) {
+    setup();
+    synchronize(device);
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    synchronize(device);
+    const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+    if (r >= warmup) seconds.push_back(elapsed.count());
+  }
+  return seconds;
+}
+
+BenchResult result_of(const std::vector<double>& seconds, double tokens, const torch::Device& device) {
+  const auto s = Stats::of(seconds);
+  return {s, s.inverse(tokens), peak_memory_bytes(device)};
+}
+
+torch::Device device_of(FBT& model) { return model->parameters().front().device(); }
+
+torch::Tensor random_tokens(const ModelConfig& config, int64_t batch, int64_t length, uint64_t seed,
+                            const torch::Device& device) {
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return torch::randint(config.vocab_size, {batch, length}, generator, torch::kLong).to(device);
+}
+
+}  // namespace
+
+std::vector<double> time_repeated(const torch::Device& device, int64_t warmup, int64_t reps,
+                                  const std::function<void()>& fn) {
+  return time_with_setup(device, warmup, reps, [] {}, fn);
+}
+
+int64_t matmul_weights_per_token(const ModelConfig& c, bool fused) {
+  const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, Dh = c.head_dim(), F = c.d_ff;
+  const int64_t per_layer = D * H * Dh + 2 * D * Hkv * Dh + H * Dh * D + D * H + 3 * D * F;
+  return c.n_layers * per_layer + c.vocab_size * D + (fused ? 2 * D * D : 0);
+}
+
+double training_flops_per_token(const ModelConfig& c, int64_t seq_len, int64_t passes) {
+  double attention = 0;  // Σ_l D·T_l
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const int64_t window = c.layer_window(l);
+    attention += double(c.d_model) * double(window > 0 ? std::min(window, seq_len) : seq_len);
+  }
+  double flops = 0;
+  for (int64_t k = 1; k <= passes; ++k)
+    flops += 6.0 * double(matmul_weights_per_token(c, /*fused=*/k > 1)) + 12.0 * attention;
+  return flops;
+}
+
+double measure_matmul_peak(const torch::Device& device, torch::ScalarType dtype, int64_t n, int64_t reps) {
+  torch::InferenceMode inference;
+  auto opts = torch::dtype(dtype).device(device);
+  auto a = torch::randn({n, n}, opts), b = torch::randn({n, n}, opts), c = torch::empty({n, n}, opts);
+  const auto seconds = time_repeated(device, 1, reps, [&] { torch::mm_out(c, a, b); });
+  return 2.0 * double(n) * double(n) * double(n) / Stats::of(seconds).min;
+}
+
+BenchResult bench_train_step(FBT& model, const TrainConfig& train, int64_t batch, int64_t seq,
+                             int64_t passes, int64_t warmup, int64_t reps, uint64_t seed) {
+  if (seq > model->config().context)
+    throw Error("--train-seq " + std::to_string(seq) + " exceeds the model context " +
+                std::to_string(model->config().context));
+  const auto device = device_of(model);
+  auto data = random_tokens(model->config(), batch, seq + 1, seed, device);
+  auto x = data.narrow(1, 0, seq), y = data.narrow(1, 1, seq);
+  model->train();
+  TrainingOptimizer optimizer(model, train);
+  PassOptions po = training_pass_options(train, passes, /*cooldown=*/false);
+  if (device.is_cpu()) po.generator = at::make_generator<at::CPUGeneratorImpl>(seed + 1);
+  reset_peak_memory(device);
+  const auto seconds = time_repeated(device, warmup, reps, [&] {
+    torch::Tensor loss;
+    {
+      AutocastScope amp(train.precision, device);
+      loss = forward_passes(model, x, y, po).loss;
+    }
+    loss.backward();
+    optimizer.step(1.0, 1.0);
+    model->zero_grad();
+  });
+  return result_of(seconds, double(batch * seq), device);
+}
+
+BenchResult bench_prefill(FBT& model, DecodeMode mode, int64_t fused_passes, int64_t batch,
+                          int64_t context, int64_t warmup, int64_t reps, uint64_t seed) {
+  torch::InferenceMode inference;
+  model->eval();
+  const auto device = device_of(model);
+  auto tokens = random_tokens(model->config(), batch, context, seed, device);
+  auto valid = torch::ones({batch, context}, torch::dtype(torch::kBool).device(device));
+  KVCache cache(model->config(), batch, context, model->parameters().front().options());
+  reset_peak_memory(device);
+  const auto seconds = time_with_setup(device, warmup, reps, [&] { cache.clear(); },
+                                       [&] { prefill(model, tokens, valid, mode, fused_passes, cache); });
+  return result_of(seconds, double(batch * context), device);
+}
+
+DecodeComparison bench_decode_modes(FBT& model, bool cpu_decoder, int64_t batch, int64_t context,
+                                    int64_t new_tokens, int64_t warmup, int64_t reps, uint64_t seed) {
+  if (context + new_tokens > model->config().context)
+    throw Error("--contexts " + std::to_string(context) + " + --new-tokens " + std::to_string(new_tokens) +
+                " exceeds the model context " + std::to_string(model->config().context));
+  if (reps < 1) throw Error("--reps must be >= 1 (got " + std::to_string(reps) + ")");
+  torch::InferenceMode inference;
+  model->eval();
+  const auto device = device_of(model);
+  auto prompt = random_tokens(model->config(), batch, context, seed, device);
+  auto valid = torch::ones({batch, context}, torch::dtype(torch::kBool).device(device));
+  KVCache cache(model->config(), batch, context + new_tokens, model->parameters().front().options());
+  std::optional<CpuDecoder> fast;
+  if (cpu_decoder) fast.emplace(model);
+  // One run: prefill (untimed), then new_tokens greedy steps in `mode`; returns their seconds.
+  auto run = [&](DecodeMode mode) {
+    cache.clear();
+    auto next = prefill(model, prompt, valid, DecodeMode::Standard, 0, cache).argmax(-1);  // [B]
+    synchronize(device);
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < new_tokens; ++i)
+      next = (fast ? fast->step(next, mode, cache) : decode_step(model, next, mode, cache)).argmax(-1);
+    synchronize(device);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  const std::array<DecodeMode, 2> modes{DecodeMode::Standard, DecodeMode::Soft};
+  std::array<int64_t, 2> peak{};
+  for (size_t m = 0; m < modes.size(); ++m) {  // untimed: warms up and measures peak memory
+    reset_peak_memory(device);
+    run(modes[m]);
+    peak[m] = peak_memory_bytes(device);
+  }
+  std::array<std::vector<double>, 2> seconds;
+  std::vector<double> overhead;
+  for (int64_t r = 0; r < warmup + reps; ++r) {
+    std::array<double, 2> s{};
+    for (size_t i = 0; i < modes.size(); ++i) {
+      const size_t m = (r % 2 == 0) ? i : modes.size() - 1 - i;
+      s[m] = run(modes[m]);
+    }
+    if (r < warmup) continue;
+    for (size_t m = 0; m < modes.size(); ++m) seconds[m].push_back(s[m]);
+    overhead.push_back(s[1] / s[0] - 1.0);
+  }
+  const double tokens = double(batch * new_tokens);
+  auto result = [&](size_t m) {
+    const auto st = Stats::of(seconds[m]);
+    return BenchResult{st, st.inverse(tokens), peak[m]};
+  };
+  return {result(0), result(1), Stats::of(overhead)};
+}
+
+}  // namespace fbt

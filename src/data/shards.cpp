@@ -1,0 +1,314 @@
+// Token shard writer, memory-mapped reader, dataset meta reader and batch loaders (see data.h).
+#include "fbt/data/shards.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "fbt/util/error.h"
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "token shards are read in host byte order");
+
+namespace fbt {
+namespace {
+
+struct Header {
+  char magic[8];
+  uint32_t version, vocab_size, dtype, reserved;
+  uint64_t count;
+};
+static_assert(sizeof(Header) == kShardHeaderBytes, "shard header must be 32 bytes");
+
+int64_t dtype_width(uint32_t dtype) { return dtype == kShardDtypeU16 ? 2 : 4; }
+
+void check_loader_shape(const std::string& what, int64_t batch, int64_t seq, int64_t rank,
+                        int64_t world_size) {
+  if (batch < 1 || seq < 1)
+    throw Error(what + ": batch and seq must be >= 1 (got batch " + std::to_string(batch) +
+                ", seq " + std::to_string(seq) + ")");
+  if (world_size < 1 || rank < 0 || rank >= world_size)
+    throw Error(what + ": rank " + std::to_string(rank) + " is outside [0, world_size " +
+                std::to_string(world_size) + ")");
+}
+
+}  // namespace
+
+uint32_t shard_dtype_for_vocab(int64_t vocab_size) {
+  return vocab_size <= 65535 ? kShardDtypeU16 : kShardDtypeU32;
+}
+
+// ---- ShardWriter ----
+
+ShardWriter::ShardWriter(const std::string& path, int64_t vocab_size)
+    : path_(path), vocab_size_(vocab_size), dtype_(shard_dtype_for_vocab(vocab_size)) {
+  if (vocab_size < 1 || vocab_size > int64_t{UINT32_MAX})
+    throw Error(path + ": vocab size " + std::to_string(vocab_size) + " is outside [1, 2^32)");
+  out_.open(path, std::ios::binary | std::ios::trunc);
+  if (!out_) throw Error("cannot create token shard '" + path + "'");
+  Header h{};
+  std::memcpy(h.magic, kShardMagic, sizeof h.magic);
+  h.version = kShardVersion;
+  h.vocab_size = static_cast<uint32_t>(vocab_size);
+  h.dtype = dtype_;
+  out_.write(reinterpret_cast<const char*>(&h), sizeof h);
+}
+
+void ShardWriter::append(const std::vector<int64_t>& tokens) {
+  for (int64_t t : tokens)
+    if (t < 0 || t >= vocab_size_)
+      throw Error(path_ + ": token id " + std::to_string(t) + " is outside [0, " +
+                  std::to_string(vocab_size_) + ")");
+  if (dtype_ == kShardDtypeU16) {
+    std::vector<uint16_t> buf(tokens.begin(), tokens.end());
+    out_.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size() * 2));
+  } else {
+    std::vector<uint32_t> buf(tokens.begin(), tokens.end());
+    out_.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size() * 4));
+  }
+  count_ += static_cast<int64_t>(tokens.size());
+}
+
+void ShardWriter::close() {
+  const uint64_t count = static_cast<uint64_t>(count_);
+  out_.seekp(offsetof(Header, count));
+  out_.write(reinterpret_cast<const char*>(&count), sizeof count);
+  out_.close();
+  if (!out_) throw Error("I/O error writing token shard '" + path_ + "'");
+}
+
+// ---- TokenShard ----
+
+struct TokenShard::Mapping {
+  std::string path;
+  const unsigned char* base = nullptr;  // whole file, header included
+  size_t bytes = 0;
+  int64_t count = 0, vocab = 0, width = 0;
+  ~Mapping() {
+    if (base) munmap(const_cast<unsigned char*>(base), bytes);
+  }
+};
+
+TokenShard TokenShard::open(const std::string& path, int64_t expected_vocab) {
+  auto m = std::make_shared<Mapping>();
+  m->path = path;
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw Error("cannot open token shard '" + path + "': " + std::strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    ::close(fd);
+    throw Error("cannot stat token shard '" + path + "'");
+  }
+  const auto actual = static_cast<uint64_t>(st.st_size);
+  if (actual < static_cast<uint64_t>(kShardHeaderBytes)) {
+    ::close(fd);
+    throw Error("token shard '" + path + "' is truncated: " + std::to_string(actual) +
+                " bytes, smaller than the 32-byte header");
+  }
+  void* p = mmap(nullptr, actual, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) throw Error("cannot mmap token shard '" + path + "': " + std::strerror(errno));
+  m->base = static_cast<const unsigned char*>(p);
+  m->bytes = actual;
+
+  Header h;
+  std::memcpy(&h, m->base, sizeof h);
+  if (std::memcmp(h.magic, kShardMagic, sizeof h.magic) != 0)
+    throw Error("'" + path + "' is not an fbt token shard (bad magic; expected \"FBTTOKS\\0\")");
+  if (h.version != kShardVersion)
+    throw Error("token shard '" + path + "' has format version " + std::to_string(h.version) +
+                "; this build reads version " + std::to_string(kShardVersion));
+  if (h.dtype != kShardDtypeU16 && h.dtype != kShardDtypeU32)
+    throw Error("token shard '" + path + "' has unknown dtype code " + std::to_string(h.dtype));
+  if (h.vocab_size == 0 || h.dtype != shard_dtype_for_vocab(h.vocab_size))
+    throw Error("token shard '" + path + "': dtype code " + std::to_string(h.dtype) +
+                " does not match vocab size " + std::to_string(h.vocab_size));
+  if (expected_vocab >= 0 && h.vocab_size != expected_vocab)
+    throw Error("token shard '" + path + "' has vocab size " + std::to_string(h.vocab_size) +
+                ", expected " + std::to_string(expected_vocab));
+  const int64_t width = dtype_width(h.dtype);
+  if (h.count > (actual - kShardHeaderBytes) / width || actual != kShardHeaderBytes + h.count * width) {
+    const std::string expected = h.count > (uint64_t{1} << 60)
+                                     ? "more than 2^60"
+                                     : std::to_string(kShardHeaderBytes + h.count * width);
+    throw Error("token shard '" + path + "' is truncated or corrupt: header says " +
+                std::to_string(h.count) + " tokens, so expected " + expected +
+                " bytes, but the file has " + std::to_string(actual) + " bytes");
+  }
+  m->count = static_cast<int64_t>(h.count);
+  m->vocab = h.vocab_size;
+  m->width = width;
+  TokenShard shard;
+  shard.map_ = std::move(m);
+  return shard;
+}
+
+int64_t TokenShard::size() const { return map_->count; }
+int64_t TokenShard::vocab_size() const { return map_->vocab; }
+const std::string& TokenShard::path() const { return map_->path; }
+
+int64_t TokenShard::at(int64_t i) const {
+  int64_t v;
+  read(i, 1, &v);
+  return v;
+}
+
+void TokenShard::read(int64_t start, int64_t n, int64_t* out) const {
+  const Mapping& m = *map_;
+  if (start < 0 || n < 0 || start + n > m.count)
+    throw std::out_of_range("token range [" + std::to_string(start) + ", " +
+                            std::to_string(start + n) + ") outside shard '" + m.path + "' of " +
+                            std::to_string(m.count) + " tokens");
+  const unsigned char* p = m.base + kShardHeaderBytes + start * m.width;
+  for (int64_t i = 0; i < n; ++i) {
+    if (m.width == 2) {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      out[i] = v;
+    } else {
+      uint32_t v;
+      std::memcpy(&v, p + 4 * i, 4);
+      out[i] = v;
+    }
+    if (out[i] >= m.vocab)
+      throw Error("token shard '" + m.path + "' holds id " + std::to_string(out[i]) +
+                  " at position " + std::to_string(start + i) + ", outside its vocab of " +
+                  std::to_string(m.vocab));
+  }
+}
+
+// ---- dataset meta ----
+
+nlohmann::json read_dataset_meta(const std::string& data_dir) {
+  const std::string path = (std::filesystem::path(data_dir) / "meta.json").string();
+  std::ifstream in(path);
+  if (!in) throw Error("cannot open '" + path + "' (is '" + data_dir + "' a prepared data dir?)");
+  nlohmann::json meta;
+  try {
+    in >> meta;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("'" + path + "' is not valid JSON: " + e.what());
+  }
+  if (!meta.is_object() || !meta.contains("format") || meta["format"] != "fbt-dataset")
+    throw Error("'" + path + "' is not an fbt dataset meta file (field \"format\" is not \"fbt-dataset\")");
+  if (!meta.contains("format_version") || meta["format_version"] != 1)
+    throw Error("'" + path + "': field \"format_version\" is " + meta.value("format_version", nlohmann::json()).dump() +
+                "; this build reads version 1");
+  return meta;
+}
+
+TokenShard open_split(const std::string& data_dir, const std::string& split) {
+  const nlohmann::json meta = read_dataset_meta(data_dir);
+  const std::string meta_path = (std::filesystem::path(data_dir) / "meta.json").string();
+  try {
+    const std::string file = meta.at("splits").at(split).at("file").get<std::string>();
+    const int64_t vocab = meta.at("tokenizer").at("vocab_size").get<int64_t>();
+    return TokenShard::open((std::filesystem::path(data_dir) / file).string(), vocab);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("'" + meta_path + "': cannot find split '" + split + "' or the vocab size: " + e.what());
+  }
+}
+
+// ---- BatchLoader ----
+
+BatchLoader::BatchLoader(TokenShard shard, int64_t batch, int64_t seq, uint64_t seed, int64_t rank,
+                         int64_t world_size)
+    : shard_(std::move(shard)), batch_(batch), seq_(seq), seed_(seed), rank_(rank),
+      world_size_(world_size) {
+  check_loader_shape("BatchLoader on '" + shard_.path() + "'", batch, seq, rank, world_size);
+  if (shard_.size() < seq + 1)
+    throw Error("token shard '" + shard_.path() + "' has " + std::to_string(shard_.size()) +
+                " tokens, fewer than one window of seq + 1 = " + std::to_string(seq + 1));
+  // Seed and rank both enter the seed sequence, so every (seed, rank) gets its own stream.
+  std::seed_seq sseq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
+                     static_cast<uint32_t>(rank), 0x46425431u};
+  rng_.seed(sseq);
+}
+
+std::pair<torch::Tensor, torch::Tensor> BatchLoader::next() {
+  const auto starts = static_cast<uint64_t>(shard_.size() - seq_);  // valid window starts
+  torch::Tensor rows = torch::empty({batch_, seq_ + 1}, torch::kInt64);  // [B,T+1]
+  int64_t* p = rows.data_ptr<int64_t>();
+  for (int64_t b = 0; b < batch_; ++b) {
+    // Modulo of a 64-bit draw: platform-independent, bias < starts / 2^64.
+    const auto start = static_cast<int64_t>(rng_() % starts);
+    shard_.read(start, seq_ + 1, p + b * (seq_ + 1));
+  }
+  ++drawn_;
+  return {rows.narrow(1, 0, seq_).contiguous(), rows.narrow(1, 1, seq_).contiguous()};  // [B,T] each
+}
+
+void BatchLoader::skip() {
+  for (int64_t b = 0; b < batch_; ++b) rng_();  // the draws of next(), one per row
+  ++drawn_;
+}
+
+nlohmann::json BatchLoader::state() const {
+  std::ostringstream rng;
+  rng << rng_;
+  return {{"kind", "random_windows"}, {"seed", seed_},          {"rank", rank_},
+          {"world_size", world_size_}, {"batch", batch_},       {"seq", seq_},
+          {"shard_tokens", shard_.size()}, {"batches_drawn", drawn_}, {"rng", rng.str()}};
+}
+
+void BatchLoader::set_state(const nlohmann::json& state) {
+  try {
+    if (state.at("kind") != "random_windows")
+      throw Error("loader state: field \"kind\" is " + state.at("kind").dump() + ", expected \"random_windows\"");
+    auto expect = [&](const char* field, auto mine) {
+      const auto saved = state.at(field).get<decltype(mine)>();
+      if (saved != mine)
+        throw Error("loader state: field \"" + std::string(field) + "\" is " + std::to_string(saved) +
+                    " but this loader has " + std::to_string(mine));
+    };
+    expect("seed", seed_);
+    expect("rank", rank_);
+    expect("world_size", world_size_);
+    expect("batch", batch_);
+    expect("seq", seq_);
+    expect("shard_tokens", shard_.size());
+    std::istringstream in(state.at("rng").get<std::string>());
+    std::mt19937_64 rng;
+    in >> rng;
+    if (in.fail()) throw Error("loader state: field \"rng\" is not a std::mt19937_64 state");
+    rng_ = rng;
+    drawn_ = state.at("batches_drawn").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("loader state: missing or mistyped field: ") + e.what());
+  }
+}
+
+// ---- SequentialLoader ----
+
+SequentialLoader::SequentialLoader(TokenShard shard, int64_t batch, int64_t seq, int64_t max_tokens,
+                                   int64_t rank, int64_t world_size)
+    : shard_(std::move(shard)), batch_(batch), seq_(seq), rank_(rank), world_size_(world_size),
+      next_window_(rank) {
+  check_loader_shape("SequentialLoader on '" + shard_.path() + "'", batch, seq, rank, world_size);
+  int64_t targets = shard_.size() - 1;  // every token but the first can be a target
+  if (max_tokens >= 0) targets = std::min(targets, max_tokens);
+  shard_windows_ = std::max<int64_t>(shard_.size() - 1, 0) / seq;
+  num_windows_ = std::max<int64_t>(targets, 0) / seq;
+  if (num_windows_ == 0)
+    throw Error("token shard '" + shard_.path() + "' has " + std::to_string(shard_.size()) +
+                " tokens" + (max_tokens >= 0 ? " (max_tokens " + std::to_string(max_tokens) + ")" : "") +
+                ", fewer than one window of seq + 1 = " + std::to_string(seq + 1));
+}
+
+std::optional<std::pair<torch::Tensor, torch::Tensor>> SequentialLoader::next() {
+  if (next_window_ >= num_windows_) return std::nullopt;
+  const int64_t mine = (num_windows_ - next_window_ + world_size_ - 1) / world_size_;  // left for this rank
+  const int64_t b = std::min(batch_, mine);
+  torch::Tensor rows = torch::empty({b, seq_ + 1}, torch::kInt64);  // [b,T+1]
+  int64_t* p = rows.data_ptr<int64_t>();
+  for (int64_t i = 0; i < b; ++i, next_window_ += world_size_)
+    shard_.read(next_window_ * shard_windows_ / num_windows_ * seq_, seq_ + 1, p + i * (seq_ + 1));
+  return std::make_pair(rows.narrow(1, 0, seq_).contiguous(), rows.narrow(1, 1, seq_).contiguous());
+}
+
+}  // namespace fbt

@@ -1,0 +1,142 @@
+// Loss evaluation: nats/token and bits/byte after 0..K fused prefill passes and sequentially.
+#include "fbt/eval/loss.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <torch/nn/functional/loss.h>
+
+#include "fbt/model/cache.h"
+#include "fbt/infer/decode.h"
+#include "fbt/util/error.h"
+#include "fbt/train/passes.h"
+
+namespace fbt {
+namespace {
+
+/// UTF-8 bytes that tokens [start, start+n) of `shard` decode to, decoded in chunks of at most
+/// 2^20 tokens, each cut just after its last separator (EOS) so that no character is split.
+int64_t decoded_bytes(const TokenShard& shard, int64_t start, int64_t n, const Tokenizer& tokenizer) {
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  std::vector<int64_t> ids;
+  int64_t bytes = 0;
+  for (int64_t pos = start, end = start + n; pos < end;) {
+    ids.resize(static_cast<size_t>(std::min(kChunk, end - pos)));
+    shard.read(pos, static_cast<int64_t>(ids.size()), ids.data());
+    size_t take = ids.size();
+    if (pos + static_cast<int64_t>(take) < end) {
+      const auto last_eos = std::find(ids.rbegin(), ids.rend(), tokenizer.eos_id());
+      if (last_eos != ids.rend()) take = static_cast<size_t>(ids.rend() - last_eos);
+    }
+    ids.resize(take);
+    bytes += static_cast<int64_t>(tokenizer.decode(ids).size());
+    pos += static_cast<int64_t>(take);
+  }
+  return bytes;
+}
+
+/// Summed cross-entropy in nats of logits [B,T,V] against targets [B,T].
+double summed_nats(const torch::Tensor& logits, const torch::Tensor& targets) {
+  namespace F = torch::nn::functional;
+  return F::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), targets.reshape({-1}),
+                          F::CrossEntropyFuncOptions().reduction(torch::kSum))
+      .item<double>();
+}
+
+/// Checks the common arguments of loss evaluation; throws fbt::Error naming the flag.
+void check_eval_args(const FBT& model, const TokenShard& shard, const LossEvalOptions& o) {
+  if (o.batch < 1) throw Error("--batch must be >= 1 (got " + std::to_string(o.batch) + ")");
+  const int64_t V = model->config().vocab_size;
+  if (shard.vocab_size() != V)
+    throw Error("token shard '" + shard.path() + "' has vocab " + std::to_string(shard.vocab_size()) +
+                " but the model has vocab_size " + std::to_string(V));
+}
+
+/// Eval mode and no grad for a scope; restores the model's training flag.
+struct EvalScope {
+  FBT& model;
+  bool was_training;
+  torch::NoGradGuard no_grad;
+  explicit EvalScope(FBT& m) : model(m), was_training(m->is_training()) { model->eval(); }
+  ~EvalScope() { model->train(was_training); }
+};
+
+/// Summed nats -> bits per byte of the targets tokens[1, tokens+1) of `shard` (NaN for 0 bytes).
+double bits_per_byte(double nats, const TokenShard& shard, int64_t tokens, const Tokenizer& tokenizer) {
+  const int64_t bytes = decoded_bytes(shard, 1, tokens, tokenizer);
+  return bytes > 0 ? nats / std::log(2.0) / static_cast<double>(bytes) : std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace
+
+std::vector<LossResult> evaluate_loss(FBT& model, const TokenShard& shard, const Tokenizer& tokenizer,
+                                      const LossEvalOptions& o) {
+  if (o.passes < 0) throw Error("--passes must be >= 0 (got " + std::to_string(o.passes) + ")");
+  check_eval_args(model, shard, o);
+  const int64_t T = model->config().context;
+  EvalScope scope(model);
+  const auto device = model->parameters().front().device();
+  const int64_t n_modes = o.passes + 1 + (o.sequential ? 1 : 0);
+  std::vector<double> nats(static_cast<size_t>(n_modes), 0.0);  // summed over all targets
+
+  SequentialLoader loader(shard, o.batch, T, o.max_tokens);
+  PassOptions pass_options;
+  pass_options.passes = o.passes + 1;
+  while (auto batch = loader.next()) {
+    auto inputs = batch->first.to(device), targets = batch->second.to(device);  // [b,T] each
+    const auto out = forward_passes(model, inputs, targets, pass_options);
+    const double count = static_cast<double>(targets.numel());
+    for (int64_t p = 0; p <= o.passes; ++p) nats[p] += out.losses[p].item<double>() * count;
+    if (o.sequential) nats.back() += summed_nats(sequential_logits(model, inputs), targets);
+  }
+
+  const int64_t tokens = loader.num_windows() * T;
+  std::vector<LossResult> results;
+  for (int64_t m = 0; m < n_modes; ++m) {
+    LossResult r;
+    r.name = m <= o.passes ? "passes=" + std::to_string(m) : "sequential";
+    r.nats_per_token = nats[m] / static_cast<double>(tokens);
+    r.bits_per_byte = bits_per_byte(nats[m], shard, tokens, tokenizer);
+    r.tokens = tokens;
+    results.push_back(r);
+  }
+  return results;
+}
+
+std::vector<ContractionPoint> contraction_curve(FBT& model, const TokenShard& shard, const Tokenizer& tokenizer,
+                                                int64_t max_passes, const LossEvalOptions& o) {
+  if (max_passes < 0) throw Error("--max-passes must be >= 0 (got " + std::to_string(max_passes) + ")");
+  check_eval_args(model, shard, o);
+  const int64_t T = model->config().context;
+  EvalScope scope(model);
+  const auto device = model->parameters().front().device();
+  std::vector<double> nats(max_passes + 1, 0.0), change(max_passes + 1, 0.0);  // sums over targets/positions
+
+  SequentialLoader loader(shard, o.batch, T, o.max_tokens);
+  const auto layout = Layout::contiguous(T, device);
+  while (auto batch = loader.next()) {
+    auto inputs = batch->first.to(device), targets = batch->second.to(device);  // [b,T] each
+    auto e_n = model->plain_input(model->embed(inputs));                        // [b,T,D]
+    auto plain = model->plain_positions(inputs);                                // [b,T]
+    auto x = model->stack(e_n, layout);                                         // pass 1: plain
+    nats[0] += summed_nats(model->head(x), targets);
+    auto state = model->feedback_state(x);  // h^(0) [b,T,D]
+    for (int64_t k = 1; k <= max_passes; ++k) {
+      x = model->stack(fused_pass_input(model, e_n, state, plain), layout);
+      nats[k] += summed_nats(model->head(x), targets);
+      auto next = model->feedback_state(x);  // h^(k)
+      change[k] += ((next - state).norm(2, -1) / state.norm(2, -1).clamp_min(1e-12)).sum().item<double>();
+      state = next;
+    }
+  }
+  const int64_t tokens = loader.num_windows() * T;
+  const double bpb_per_nat = bits_per_byte(1.0, shard, tokens, tokenizer);  // bits/byte of 1 nat
+  std::vector<ContractionPoint> curve;
+  for (int64_t k = 0; k <= max_passes; ++k)
+    curve.push_back({k, nats[k] / double(tokens), nats[k] * bpb_per_nat,
+                     k == 0 ? std::numeric_limits<double>::quiet_NaN() : change[k] / double(tokens)});
+  return curve;
+}
+
+}  // namespace fbt

@@ -1,0 +1,27 @@
+// Per-layer residual streams under standard and one-step recurrent prefill (for probes).
+#include "fbt/eval/probe_states.h"
+
+#include <torch/torch.h>
+
+#include "fbt/util/error.h"
+#include "fbt/train/passes.h"
+
+namespace fbt {
+
+ProbeStates probe_states(FBT& model, const torch::Tensor& tokens) {
+  const int64_t T = tokens.size(1);
+  if (T > model->config().context)
+    throw Error("sequence of " + std::to_string(T) + " tokens exceeds the model context " +
+                std::to_string(model->config().context));
+  torch::NoGradGuard no_grad;
+  const auto layout = Layout::contiguous(T, tokens.device());
+  auto e_n = model->plain_input(model->embed(tokens));  // [B,T,D]
+  std::vector<torch::Tensor> standard, recurrent;
+  auto x = model->stack(e_n, layout, nullptr, &standard);  // [B,T,D]
+  auto plain = model->plain_positions(tokens);             // [B,T]
+  plain.narrow(1, 0, T - 1).fill_(true);                   // only the last position may be fused
+  model->stack(fused_pass_input(model, e_n, model->feedback_state(x), plain), layout, nullptr, &recurrent);
+  return {torch::stack(standard), torch::stack(recurrent)};  // [L+1,B,T,D]
+}
+
+}  // namespace fbt

@@ -1,0 +1,92 @@
+// Prefill and decode steps for Standard, Soft and Fused(k) decoding with a KV cache (SPEC §7).
+#include "fbt/infer/decode.h"
+
+#include "fbt/util/error.h"
+#include "fbt/train/passes.h"
+
+namespace fbt {
+
+template <>
+const EnumNames<DecodeMode>& enum_names<DecodeMode>() {
+  static const EnumNames<DecodeMode> names{
+      {DecodeMode::Standard, "standard"}, {DecodeMode::Soft, "soft"}, {DecodeMode::Fused, "fused"}};
+  return names;
+}
+
+std::string mode_label(DecodeMode mode, int64_t fused_passes) {
+  const std::string name = enum_to_string(mode);
+  return mode == DecodeMode::Fused ? name + "(" + std::to_string(fused_passes) + ")" : name;
+}
+
+namespace {
+
+/// Feeds one token per row through the cached stack. plain [B] bool picks the plain input,
+/// otherwise the input is fused with cache.h_prev; an undefined `plain` means every row is
+/// plain (Standard decoding, which then never computes the fusion). Returns the top residual
+/// x [B,1,D].
+torch::Tensor cached_step(FBT& model, const torch::Tensor& tokens, const torch::Tensor& plain,
+                          KVCache& cache) {
+  auto tok = tokens.view({-1, 1});                    // [B,1]
+  auto e_n = model->plain_input(model->embed(tok));  // [B,1,D]
+  auto u = e_n;
+  if (plain.defined())
+    u = torch::where(plain.view({-1, 1, 1}), e_n, model->fused_input(cache.h_prev.unsqueeze(1), e_n));
+  Layout layout{cache.next_pos.view({-1, 1}), {}};
+  auto x = model->stack(u, layout, &cache);  // [B,1,D]
+  cache.h_prev = model->feedback_state(x).select(1, 0);
+  cache.last_token = tokens.view({-1});
+  cache.next_pos = cache.next_pos + 1;
+  return x;
+}
+
+}  // namespace
+
+torch::Tensor prefill(FBT& model, const torch::Tensor& tokens, const torch::Tensor& valid,
+                      DecodeMode mode, int64_t fused_passes, KVCache& cache) {
+  const int64_t T = tokens.size(1);
+  if (mode == DecodeMode::Fused && fused_passes < 1)
+    throw Error("fused decoding needs --fused-passes >= 1 (got " + std::to_string(fused_passes) + ")");
+  const auto layout = Layout::left_padded(valid);
+  auto e_n = model->plain_input(model->embed(tokens));  // [B,T,D]
+  const int64_t extra = mode == DecodeMode::Fused ? fused_passes : 0;
+  torch::Tensor x;
+  if (extra == 0) {
+    x = model->stack(e_n, layout, &cache);
+  } else {
+    // The first real token of each row (position 0) and document starts stay plain.
+    auto plain = model->plain_positions(tokens).logical_or(layout.positions == 0);  // [B,T]
+    x = model->stack(e_n, layout);
+    for (int64_t k = 1; k <= extra; ++k) {
+      x = model->stack(fused_pass_input(model, e_n, model->feedback_state(x), plain), layout,
+                       k == extra ? &cache : nullptr);
+    }
+  }
+  auto last = x.narrow(1, T - 1, 1);  // [B,1,D]
+  cache.h_prev = model->feedback_state(last).select(1, 0);
+  cache.last_token = tokens.select(1, T - 1);
+  cache.next_pos = layout.positions.select(1, T - 1) + 1;
+  return model->head(last).select(1, 0);  // [B,V]
+}
+
+torch::Tensor decode_step(FBT& model, const torch::Tensor& tokens, DecodeMode mode, KVCache& cache) {
+  torch::Tensor plain;  // [B]; undefined: every row plain
+  if (mode != DecodeMode::Standard) plain = cache.last_token == model->config().doc_separator_id;
+  return model->head(cached_step(model, tokens, plain, cache)).select(1, 0);  // [B,V]
+}
+
+torch::Tensor sequential_logits(FBT& model, const torch::Tensor& tokens,
+                                const torch::Tensor& plain_prefix) {
+  torch::NoGradGuard no_grad;
+  const int64_t B = tokens.size(0), T = tokens.size(1);
+  auto param = model->parameters().front();
+  KVCache cache(model->config(), B, T, param.options());
+  auto plain = model->plain_positions(tokens);  // [B,T]
+  if (plain_prefix.defined())
+    plain.logical_or_(torch::arange(T, tokens.options()).unsqueeze(0) < plain_prefix.view({-1, 1}).to(tokens.device()));
+  std::vector<torch::Tensor> logits;
+  for (int64_t t = 0; t < T; ++t)
+    logits.push_back(model->head(cached_step(model, tokens.select(1, t), plain.select(1, t), cache)));
+  return torch::cat(logits, 1);  // [B,T,V]
+}
+
+}  // namespace fbt

@@ -1,0 +1,89 @@
+// Batched generation: left-padded prefill, lockstep decode, greedy/temperature/top-k/top-p.
+#include "fbt/infer/generate.h"
+
+#include <optional>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "fbt/infer/cpu_decoder.h"
+#include "fbt/util/error.h"
+
+namespace fbt {
+
+torch::Tensor sample_tokens(const torch::Tensor& logits, const SamplingOptions& o,
+                            at::Generator& generator) {
+  if (o.temperature < 0) throw Error("--temperature must be >= 0 (0 = greedy)");
+  if (o.top_k < 0) throw Error("--top-k must be >= 0 (0 = off)");
+  if (!(o.top_p > 0 && o.top_p <= 1)) throw Error("--top-p must be in (0, 1]");
+  if (o.temperature == 0) return logits.argmax(-1);
+  auto scaled = logits.to(torch::kCPU, torch::kFloat) / o.temperature;  // [B,V]
+  if (o.top_k > 0 && o.top_k < scaled.size(-1)) {
+    auto kth = std::get<0>(scaled.topk(o.top_k, -1)).narrow(-1, o.top_k - 1, 1);  // [B,1]
+    scaled = scaled.masked_fill(scaled < kth, -std::numeric_limits<float>::infinity());
+  }
+  auto probs = torch::softmax(scaled, -1);
+  if (o.top_p < 1) {
+    auto [sorted, order] = probs.sort(-1, /*descending=*/true);
+    // Keep a token if the mass before it is below top_p (the most likely token always stays).
+    auto drop = (sorted.cumsum(-1) - sorted) >= o.top_p;
+    probs = probs.scatter(-1, order, sorted.masked_fill(drop, 0));
+  }
+  return torch::multinomial(probs, 1, false, generator).view({-1}).to(logits.device());
+}
+
+std::vector<std::vector<int64_t>> generate(FBT& model, const std::vector<std::vector<int64_t>>& prompts,
+                                           const GenerationOptions& o) {
+  torch::InferenceMode inference;
+  const int64_t B = prompts.size(), context = model->config().context;
+  int64_t longest = 0;
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    if (prompts[b].empty()) throw Error("prompt " + std::to_string(b) + " is empty");
+    longest = std::max<int64_t>(longest, prompts[b].size());
+  }
+  if (longest > context)
+    throw Error("prompt of " + std::to_string(longest) + " tokens does not fit the model context of " +
+                std::to_string(context) + " tokens");
+  auto param = model->parameters().front();
+  const auto dev = param.device();
+
+  // Left-pad into [B,T] with a validity mask.
+  auto tokens = torch::full({B, longest}, o.pad_id, torch::kLong);
+  auto valid = torch::zeros({B, longest}, torch::kBool);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t n = prompts[b].size();
+    tokens[b].narrow(0, longest - n, n).copy_(torch::tensor(prompts[b], torch::kLong));
+    valid[b].narrow(0, longest - n, n).fill_(true);
+  }
+  const int64_t steps = std::min(o.max_new_tokens, context - longest);
+  KVCache cache(model->config(), B, longest + std::max<int64_t>(steps, 0), param.options());
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(o.sampling.seed);
+
+  std::vector<std::vector<int64_t>> out(B);
+  if (steps <= 0) return out;
+  auto logits = prefill(model, tokens.to(dev), valid.to(dev), o.mode, o.fused_passes, cache);
+  std::optional<CpuDecoder> cpu_decoder;  // the dedicated step for fp32 CPU models
+  if (CpuDecoder::supports(model)) cpu_decoder.emplace(model);
+  std::vector<bool> done(B, false);
+  for (int64_t step = 0; step < steps; ++step) {
+    auto next = sample_tokens(logits, o.sampling, generator);  // [B]
+    auto host = next.to(torch::kCPU).contiguous();
+    const int64_t* sampled = host.data_ptr<int64_t>();
+    bool all_done = true;
+    for (int64_t b = 0; b < B; ++b) {
+      if (done[b]) continue;
+      const int64_t tok = sampled[b];
+      if (tok == o.eos_id) {
+        done[b] = true;
+        continue;
+      }
+      out[b].push_back(tok);
+      if (o.on_token) o.on_token(b, tok);
+      all_done = false;
+    }
+    if (all_done || step + 1 == steps) break;
+    logits = cpu_decoder ? cpu_decoder->step(next, o.mode, cache) : decode_step(model, next, o.mode, cache);
+  }
+  return out;
+}
+
+}  // namespace fbt

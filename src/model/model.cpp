@@ -1,0 +1,271 @@
+// The FBT model, top to bottom: RMSNorm → RoPE/masks → attention → MLP → block → fusion → model.
+// Shape legend as in include/fbt/model/model.h (B, T, S, D, H, Hkv, Dh, F, V, L).
+#include "fbt/model/model.h"
+
+#include <cmath>
+#include <limits>
+
+#include <torch/nn/functional/linear.h>
+#include <torch/nn/init.h>
+#include <torch/version.h>
+
+#include "fbt/util/error.h"
+
+namespace fbt {
+namespace F = torch::nn::functional;
+
+// ---------------------------------------------------------------- RMSNorm
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
+  weight = register_parameter("weight", torch::ones({dim}));
+}
+
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+  auto xf = x.to(at::promote_types(x.scalar_type(), torch::kFloat));  // bf16/fp16 -> fp32
+  auto y = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps_);
+  return (y * weight).to(x.scalar_type());
+}
+
+// ---------------------------------------------------------------- RoPE and masks
+namespace {
+
+/// RoPE tables for positions [B|1,T]: angle = pos · θ^(-2i/Dh), i < Dh/2.
+Rope make_rope(const torch::Tensor& positions, int64_t head_dim, double theta) {
+  auto opts = torch::dtype(torch::kFloat).device(positions.device());
+  auto inv_freq = torch::pow(theta, -torch::arange(0, head_dim, 2, opts) / head_dim);  // [Dh/2]
+  auto angles = positions.to(torch::kFloat).unsqueeze(-1) * inv_freq;  // [B|1,T,Dh/2]
+  angles = angles.unsqueeze(1);                                         // [B|1,1,T,Dh/2]
+  return {angles.cos(), angles.sin()};
+}
+
+/// Rotate-half RoPE on x [B,h,T,Dh].
+torch::Tensor apply_rope(const torch::Tensor& x, const Rope& rope) {
+  const int64_t half = x.size(-1) / 2;
+  auto x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
+  return torch::cat({x1 * rope.cos - x2 * rope.sin, x1 * rope.sin + x2 * rope.cos}, -1)
+      .to(x.scalar_type());
+}
+
+torch::Tensor additive(const torch::Tensor& allowed) {  // bool [B|1,T,S] -> [B|1,1,T,S]
+  return torch::zeros(allowed.sizes(), torch::dtype(torch::kFloat).device(allowed.device()))
+      .masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity())
+      .unsqueeze(1);
+}
+
+/// Causal (+ sliding window) masks over key slots. A query may see keys that are real tokens
+/// at positions ≤ its own (and within the window); every query also sees its own slot so that
+/// rows of pads stay finite.
+AttentionMasks make_masks(const ModelConfig& config, const Layout& layout, const KVCache* cache,
+                          int64_t first_slot) {
+  const int64_t T = layout.positions.size(1);
+  auto dev = layout.positions.device();
+  auto qpos = layout.positions;  // [B|1,T]
+  torch::Tensor kpos = qpos, kvalid = layout.valid;
+  torch::Tensor qslot = torch::arange(first_slot, first_slot + T, torch::dtype(torch::kLong).device(dev));
+  torch::Tensor kslot = qslot;
+  if (cache) {
+    kpos = cache->slot_pos.narrow(1, 0, cache->length);     // [B,S]
+    kvalid = cache->slot_valid.narrow(1, 0, cache->length);  // [B,S]
+    kslot = torch::arange(cache->length, torch::dtype(torch::kLong).device(dev));
+  }
+  auto self = (qslot.unsqueeze(1) == kslot.unsqueeze(0)).unsqueeze(0);  // [1,T,S]
+  auto allowed = kpos.unsqueeze(1) <= qpos.unsqueeze(2);                 // [B|1,T,S]
+  if (kvalid.defined()) allowed = allowed.logical_and(kvalid.unsqueeze(1));
+  bool any_window = false;
+  for (int64_t l = 0; l < config.n_layers; ++l) any_window = any_window || config.layer_window(l) > 0;
+
+  AttentionMasks masks;
+  masks.full = additive(allowed.logical_or(self));
+  if (any_window) {
+    auto near = (qpos.unsqueeze(2) - kpos.unsqueeze(1)) < config.window;
+    masks.windowed = additive(allowed.logical_and(near).logical_or(self));
+  }
+  masks.causal_only = !cache && !layout.valid.defined() && !any_window;
+  return masks;
+}
+
+/// Softmax attention. q [B,H,T,Dh], k/v [B,Hkv,S,Dh], mask [B|1,1,T,S] -> [B,H,T,Dh].
+torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     const torch::Tensor& mask, bool causal_only) {
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), Dh = q.size(3);
+  const int64_t Hkv = k.size(1), S = k.size(2), G = H / Hkv;
+#if TORCH_VERSION_MAJOR >= 2
+  // PyTorch 2.x: fused kernels (flash attention for the plain causal training case).
+  auto kx = G == 1 ? k : k.repeat_interleave(G, 1);  // [B,H,S,Dh]
+  auto vx = G == 1 ? v : v.repeat_interleave(G, 1);
+  if (causal_only) return at::scaled_dot_product_attention(q, kx, vx, {}, 0.0, /*is_causal=*/true);
+  return at::scaled_dot_product_attention(q, kx, vx, mask.to(q.scalar_type()), 0.0, false);
+#else
+  (void)causal_only;
+  // Query heads of one KV group are stacked along T so keys/values are never copied.
+  auto qg = q.reshape({B, Hkv, G * T, Dh});
+  auto scores = torch::matmul(qg, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(Dh)));  // [B,Hkv,G*T,S]
+  scores = scores.view({B, Hkv, G, T, S}) + mask.unsqueeze(1).to(scores.scalar_type());
+  auto probs = torch::softmax(scores, -1).view({B, Hkv, G * T, S});
+  return torch::matmul(probs, v).view({B, H, T, Dh});
+#endif
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- attention
+AttentionImpl::AttentionImpl(const ModelConfig& c, int64_t window)
+    : n_heads_(c.n_heads), n_kv_heads_(c.n_kv_heads), head_dim_(c.head_dim()), window_(window) {
+  auto linear = [](int64_t in, int64_t out) {
+    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+  };
+  wq_ = register_module("wq", linear(c.d_model, c.n_heads * head_dim_));
+  wk_ = register_module("wk", linear(c.d_model, c.n_kv_heads * head_dim_));
+  wv_ = register_module("wv", linear(c.d_model, c.n_kv_heads * head_dim_));
+  wo_ = register_module("wo", linear(c.n_heads * head_dim_, c.d_model));
+  gate_ = register_module("gate", linear(c.d_model, c.n_heads));
+  q_norm_ = register_module("q_norm", RMSNorm(head_dim_, c.norm_eps));
+  k_norm_ = register_module("k_norm", RMSNorm(head_dim_, c.norm_eps));
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Rope& rope,
+                                     const AttentionMasks& masks, KVCache* cache, int64_t layer,
+                                     int64_t first_slot) {
+  const int64_t B = x.size(0), T = x.size(1);
+  auto q = q_norm_(wq_(x).view({B, T, n_heads_, head_dim_})).transpose(1, 2);     // [B,H,T,Dh]
+  auto k = k_norm_(wk_(x).view({B, T, n_kv_heads_, head_dim_})).transpose(1, 2);  // [B,Hkv,T,Dh]
+  auto v = wv_(x).view({B, T, n_kv_heads_, head_dim_}).transpose(1, 2);          // [B,Hkv,T,Dh]
+  q = apply_rope(q, rope);
+  k = apply_rope(k, rope);
+  if (cache) {
+    cache->k[layer].narrow(2, first_slot, T).copy_(k);
+    cache->v[layer].narrow(2, first_slot, T).copy_(v);
+    k = cache->k[layer].narrow(2, 0, cache->length);  // [B,Hkv,S,Dh]
+    v = cache->v[layer].narrow(2, 0, cache->length);
+  }
+  const auto& mask = window_ > 0 ? masks.windowed : masks.full;
+  auto y = attend(q, k, v, mask, masks.causal_only && window_ == 0);  // [B,H,T,Dh]
+  // Per-head output gate (SPEC §3, "a learned projection of the block input"): read, like q, k
+  // and v, from the attention branch's input after its pre-norm, x = RMSNorm(block input), as
+  // gated-attention implementations do; the raw residual stream's scale grows with depth.
+  auto gate = torch::sigmoid(gate_(x)).transpose(1, 2).unsqueeze(-1);  // [B,H,T,1]
+  y = (y * gate).transpose(1, 2).reshape({B, T, n_heads_ * head_dim_});
+  return wo_(y);  // [B,T,D]
+}
+
+// ---------------------------------------------------------------- MLP
+MLPImpl::MLPImpl(const ModelConfig& c) {
+  auto linear = [](int64_t in, int64_t out) {
+    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+  };
+  w_gate_ = register_module("w_gate", linear(c.d_model, c.d_ff));
+  w_up_ = register_module("w_up", linear(c.d_model, c.d_ff));
+  w_down_ = register_module("w_down", linear(c.d_ff, c.d_model));
+}
+
+torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
+  return w_down_(torch::silu(w_gate_(x)) * w_up_(x));  // [B,T,F] inside
+}
+
+// ---------------------------------------------------------------- block
+BlockImpl::BlockImpl(const ModelConfig& c, int64_t layer) : layer_(layer), scale_(c.branch_scale()) {
+  attn_norm_in_ = register_module("attn_norm_in", RMSNorm(c.d_model, c.norm_eps));
+  attn_ = register_module("attn", Attention(c, c.layer_window(layer)));
+  attn_norm_out_ = register_module("attn_norm_out", RMSNorm(c.d_model, c.norm_eps));
+  mlp_norm_in_ = register_module("mlp_norm_in", RMSNorm(c.d_model, c.norm_eps));
+  mlp_ = register_module("mlp", MLP(c));
+  mlp_norm_out_ = register_module("mlp_norm_out", RMSNorm(c.d_model, c.norm_eps));
+}
+
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, const Rope& rope,
+                                 const AttentionMasks& masks, KVCache* cache, int64_t first_slot) {
+  auto h = x + scale_ * attn_norm_out_(attn_(attn_norm_in_(x), rope, masks, cache, layer_, first_slot));
+  return h + scale_ * mlp_norm_out_(mlp_(mlp_norm_in_(h)));
+}
+
+// ---------------------------------------------------------------- fusion (paper Eq. 4)
+LatentFusionImpl::LatentFusionImpl(const ModelConfig& c) {
+  auto linear = [&] {
+    return torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.d_model).bias(false));
+  };
+  w_u = register_module("w_u", linear());
+  w_g = register_module("w_g", linear());
+}
+
+torch::Tensor LatentFusionImpl::forward(const torch::Tensor& h_prev, const torch::Tensor& e_normed) {
+  return w_u(h_prev) * torch::sigmoid(w_g(e_normed));  // state is the value, token the gate
+}
+
+// ---------------------------------------------------------------- model
+FBTImpl::FBTImpl(const ModelConfig& config) : config_(config) {
+  config_.validate();
+  const auto& c = config_;
+  embedding_ = register_module("embedding", torch::nn::Embedding(c.vocab_size, c.d_model));
+  input_norm_ = register_module("input_norm", RMSNorm(c.d_model, c.norm_eps));
+  fusion_ = register_module("fusion", LatentFusion(c));
+  blocks_ = register_module("blocks", torch::nn::ModuleList());
+  for (int64_t l = 0; l < c.n_layers; ++l) blocks_->push_back(Block(c, l));
+  final_norm_ = register_module("final_norm", RMSNorm(c.d_model, c.norm_eps));
+
+  torch::NoGradGuard no_grad;
+  for (auto& p : named_parameters()) {
+    if (p.key().find("norm") == std::string::npos) torch::nn::init::normal_(p.value(), 0.0, c.init_std);
+  }
+  torch::nn::init::eye_(fusion_->w_u->weight);  // W_U = I: at switch-on the fused input ≈ plain
+  torch::nn::init::normal_(fusion_->w_g->weight, 0.0, c.fusion_gate_init_std);
+}
+
+torch::Tensor FBTImpl::embed(const torch::Tensor& tokens) {
+  if (tokens.numel() > 0) {
+    const int64_t lo = tokens.min().item<int64_t>(), hi = tokens.max().item<int64_t>();
+    if (lo < 0 || hi >= config_.vocab_size)
+      throw Error("token id " + std::to_string(lo < 0 ? lo : hi) + " outside the model vocabulary [0, " +
+                  std::to_string(config_.vocab_size) + ")");
+  }
+  return embedding_(tokens);  // [B,T,D]
+}
+
+torch::Tensor FBTImpl::plain_input(const torch::Tensor& e) { return input_norm_(e); }
+
+torch::Tensor FBTImpl::fused_input(const torch::Tensor& h_prev, const torch::Tensor& e_normed) {
+  auto g = fusion_(h_prev, e_normed);
+  return config_.fusion == Fusion::Glu ? input_norm_(g) : input_norm_(g + e_normed);
+}
+
+torch::Tensor FBTImpl::plain_positions(const torch::Tensor& tokens) const {
+  const int64_t T = tokens.size(1);
+  auto plain = torch::zeros_like(tokens, torch::kBool);  // [B,T]
+  plain.select(1, 0).fill_(true);
+  if (config_.doc_separator_id >= 0 && T > 1)
+    plain.narrow(1, 1, T - 1).logical_or_(tokens.narrow(1, 0, T - 1) == config_.doc_separator_id);
+  return plain;
+}
+
+torch::Tensor FBTImpl::stack(const torch::Tensor& u, const Layout& layout, KVCache* cache,
+                             std::vector<torch::Tensor>* layer_states) {
+  const int64_t first_slot = cache ? cache->reserve(layout) : 0;
+  auto rope = make_rope(layout.positions, config_.head_dim(), config_.rope_theta);
+  auto masks = make_masks(config_, layout, cache, first_slot);
+  auto x = u;  // [B,T,D]
+  if (layer_states) *layer_states = {x};
+  for (const auto& block : *blocks_) {
+    x = block->as<BlockImpl>()->forward(x, rope, masks, cache, first_slot);
+    if (layer_states) layer_states->push_back(x);
+  }
+  return x;
+}
+
+torch::Tensor FBTImpl::final_norm(const torch::Tensor& x) { return final_norm_(x); }
+
+torch::Tensor FBTImpl::feedback_state(const torch::Tensor& x) {
+  return config_.feedback_state == FeedbackState::PostNorm ? final_norm_(x) : x;
+}
+
+torch::Tensor FBTImpl::head(const torch::Tensor& x) {
+  return F::linear(final_norm_(x), embedding_->weight);  // tied: [B,T,D]·[V,D]ᵀ -> [B,T,V]
+}
+
+torch::Tensor FBTImpl::forward(const torch::Tensor& tokens) {
+  const int64_t T = tokens.size(1);
+  if (T > config_.context)
+    throw Error("sequence of " + std::to_string(T) + " tokens exceeds the model context " +
+                std::to_string(config_.context));
+  auto u = plain_input(embed(tokens));
+  return head(stack(u, Layout::contiguous(T, tokens.device())));
+}
+
+}  // namespace fbt

@@ -1,0 +1,39 @@
+// Peak memory: /proc/self/status VmHWM on the CPU, the CUDA caching allocator's statistics on GPUs.
+#include "fbt/util/memory_stats.h"
+
+#include <fstream>
+#include <string>
+
+#ifdef FBT_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+namespace fbt {
+
+void reset_peak_memory(const c10::Device& device) {
+  if (device.is_cuda()) {
+#ifdef FBT_WITH_CUDA
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device.index() < 0 ? 0 : device.index());
+#endif
+    return;
+  }
+  std::ofstream("/proc/self/clear_refs") << "5";  // "5": reset the peak RSS to the current RSS
+}
+
+int64_t peak_memory_bytes(const c10::Device& device) {
+  if (device.is_cuda()) {
+#ifdef FBT_WITH_CUDA
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
+    return stats.allocated_bytes[0].peak;  // index 0: StatType::AGGREGATE
+#else
+    return -1;
+#endif
+  }
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // "VmHWM:  1234 kB"
+  }
+  return -1;
+}
+
+}  // namespace fbt

@@ -1,0 +1,340 @@
+// Generation evaluation: prompts of the real task files, the sandboxed code harness, pass@k and
+// Pass@1 / length aggregation on hand-made outcomes, and `fbt eval` generation tasks end to end.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "cli_test_helpers.h"
+#include "fbt/util/error.h"
+#include "fbt/eval/gen.h"
+#include "temp_dir.h"
+
+namespace fbt {
+namespace {
+namespace fs = std::filesystem;
+
+/// Loads a built-in task from shared/data, or skips the test when its files are missing.
+#define LOAD_OR_SKIP(data, name)                                                                   \
+  const GenTaskSpec& task = *find_gen_task(name);                                                  \
+  if (!fs::exists(fs::path(FBT_SHARED_DATA) / task.path)) GTEST_SKIP() << "no " << task.path;     \
+  const GenTaskData data = load_gen_task(task, FBT_SHARED_DATA)
+
+/// The first JSON line of a shared/data file.
+nlohmann::json first_record(const std::string& relative) {
+  std::ifstream in(fs::path(FBT_SHARED_DATA) / relative);
+  std::string line;
+  std::getline(in, line);
+  return nlohmann::json::parse(line);
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(EvalGen, Gsm8kPromptIsEightShotFromTrain) {
+  LOAD_OR_SKIP(data, "gsm8k");
+  EXPECT_EQ(data.problems.size(), 1187u);
+  EXPECT_EQ(data.pool.size(), 7473u);
+  const std::string prompt = build_gen_prompt(task, data, 0, task.default_shots, 1234);
+  EXPECT_EQ(task.default_shots, 8);
+  EXPECT_EQ(count(prompt, "Question: "), 9u);
+  EXPECT_EQ(count(prompt, "####"), 8u);  // each shot ends in its reference answer
+  const auto raw = first_record("gsm8k/test.jsonl");
+  const std::string own = "Question: " + raw.at("question").get<std::string>() + "\nAnswer:";
+  ASSERT_GE(prompt.size(), own.size());
+  EXPECT_EQ(prompt.substr(prompt.size() - own.size()), own);
+  EXPECT_EQ(prompt.substr(prompt.size() - own.size() - 2, 2), "\n\n");
+  EXPECT_EQ(data.problems[0].reference, "18");
+  // The shots are train questions: none is the evaluated one.
+  for (int64_t e : fewshot_indices(7473, 8, 1234, 0)) {
+    EXPECT_EQ(prompt.find(data.pool[e].solved + "\n\n"), prompt.find(data.pool[e].solved));
+    EXPECT_NE(data.pool[e].prompt, own);
+  }
+}
+
+TEST(EvalGen, Math500PromptIsFourShotFromDisjointPool) {
+  LOAD_OR_SKIP(data, "math500");
+  EXPECT_EQ(data.problems.size(), 400u);
+  EXPECT_EQ(data.pool.size(), 100u);
+  std::set<std::string> evaluated;
+  for (const auto& p : data.problems) evaluated.insert(p.id);
+  for (const auto& p : data.pool) EXPECT_EQ(evaluated.count(p.id), 0u) << p.id;
+  const std::string prompt = build_gen_prompt(task, data, 0, task.default_shots, 1234);
+  EXPECT_EQ(count(prompt, "Problem:\n"), 5u);
+  const auto raw = first_record("math500/test.jsonl");
+  const std::string own = "Problem:\n" + raw.at("problem").get<std::string>() + "\n\nSolution:";
+  EXPECT_EQ(prompt.substr(prompt.size() - own.size()), own);
+  EXPECT_EQ(data.problems[0].reference, raw.at("answer").get<std::string>());
+}
+
+TEST(EvalGen, HumanEvalPromptIsTheRecordPrompt) {
+  LOAD_OR_SKIP(data, "humaneval");
+  EXPECT_EQ(data.problems.size(), 164u);
+  EXPECT_TRUE(data.pool.empty());
+  const auto& p = data.problems[0];
+  EXPECT_EQ(p.id, "HumanEval/0");
+  EXPECT_EQ(build_gen_prompt(task, data, 0, task.default_shots, 1234), p.prompt);
+  EXPECT_EQ(p.prompt.find("def has_close_elements(numbers: List[float], threshold: float) -> bool:"), 26u);
+  EXPECT_EQ(p.program_prefix, p.prompt);
+  EXPECT_EQ(p.tests.substr(p.tests.size() - 26), "check(has_close_elements)\n");
+  EXPECT_THROW(build_gen_prompt(task, data, 0, 1, 1234), Error);  // no pool to draw from
+}
+
+TEST(EvalGen, MbppPromptIsThreeFixedShotsWithTestsShown) {
+  LOAD_OR_SKIP(data, "mbpp");
+  ASSERT_EQ(data.problems.size(), 500u);
+  EXPECT_EQ(data.problems.front().id, "11");
+  EXPECT_EQ(data.problems.back().id, "510");
+  ASSERT_EQ(data.pool.size(), 3u);
+  EXPECT_EQ(data.pool[0].id, "2");
+  EXPECT_EQ(data.pool[2].id, "4");
+  const std::string prompt = build_gen_prompt(task, data, 0, task.default_shots, 1234);
+  EXPECT_EQ(count(prompt, "You are an expert Python programmer"), 4u);
+  EXPECT_EQ(count(prompt, "[DONE]"), 3u);
+  EXPECT_EQ(prompt.find('\r'), std::string::npos);
+  EXPECT_EQ(prompt.find(data.pool[0].solved + "\n\n" + data.pool[1].solved + "\n\n" + data.pool[2].solved), 0u);
+  const std::string own =
+      "You are an expert Python programmer, and here is your task: Write a python function to remove first and "
+      "last occurrence of a given character from the string. Your code should pass these tests:\n\n"
+      "assert remove_Occ(\"hello\",\"l\") == \"heo\"\nassert remove_Occ(\"abcda\",\"a\") == \"bcd\"\n"
+      "assert remove_Occ(\"PHP\",\"P\") == \"H\"\n[BEGIN]\n";
+  EXPECT_EQ(prompt.substr(prompt.size() - own.size()), own);
+  EXPECT_EQ(data.problems[0].tests,
+            "\n\nassert remove_Occ(\"hello\",\"l\") == \"heo\"\nassert remove_Occ(\"abcda\",\"a\") == \"bcd\"\n"
+            "assert remove_Occ(\"PHP\",\"P\") == \"H\"\n");
+}
+
+/// Whether a python3 can be started in the sandbox at all.
+bool python_available() {
+  try {
+    return run_python("pass").status == SandboxStatus::kPassed;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+TEST(EvalGen, HumanEvalHarnessPassesFailsAndTimesOut) {
+  LOAD_OR_SKIP(data, "humaneval");
+  if (!python_available()) GTEST_SKIP() << "python3 cannot be run in the sandbox";
+  const std::string right =
+      "    for i, a in enumerate(numbers):\n"
+      "        for b in numbers[i + 1:]:\n"
+      "            if abs(a - b) < threshold:\n"
+      "                return True\n"
+      "    return False\n";
+  const std::string wrong = "    return False\n";
+  const std::string endless = "    while True:\n        pass\n";
+  // What the model would write after the body is cut at "\ndef " (HumanEval's stop sequences).
+  EXPECT_EQ(cut_at_stop(right + "\ndef helper():\n    pass\n", task.stop), right);
+  std::vector<GenSample> samples(3);
+  samples[0].completion = right;
+  samples[1].completion = wrong;
+  samples[2].completion = endless;
+  SandboxLimits limits;
+  limits.timeout_seconds = 2;
+  limits.cpu_seconds = 2;
+  const auto start = std::chrono::steady_clock::now();
+  run_programs(data.problems, samples, limits, 3);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10.0);
+  EXPECT_TRUE(samples[0].correct);
+  EXPECT_EQ(samples[0].status, "passed");
+  EXPECT_FALSE(samples[1].correct);
+  EXPECT_EQ(samples[1].status, "failed");
+  EXPECT_FALSE(samples[2].correct);
+  EXPECT_EQ(samples[2].status, "timeout");
+}
+
+/// `correct` outcomes of problem `problem`, one sample each.
+void add_outcomes(std::vector<GenSample>& samples, int64_t problem, std::vector<bool> correct) {
+  for (size_t j = 0; j < correct.size(); ++j) {
+    GenSample s;
+    s.problem = problem;
+    s.sample = static_cast<int64_t>(j);
+    s.correct = correct[j];
+    samples.push_back(s);
+  }
+}
+
+// Three problems of n = 3 samples with c = 1, 0, 3 correct:
+//   pass@1 = mean(1/3, 0, 1) = 4/9
+//   pass@2 = mean(1 − C(2,2)/C(3,2), 0, 1) = mean(2/3, 0, 1) = 5/9
+//   pass@3 = mean(1, 0, 1) = 2/3
+TEST(EvalGen, PassAtKAggregatesHandMadeOutcomes) {
+  std::vector<GenSample> samples;
+  add_outcomes(samples, 0, {false, true, false});
+  add_outcomes(samples, 1, {false, false, false});
+  add_outcomes(samples, 2, {true, true, true});
+  const auto r = pass_at_k_metrics(samples, {1, 2, 3});
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].metric, "pass@1");
+  EXPECT_NEAR(r[0].value, 4.0 / 9, 1e-12);
+  EXPECT_NEAR(r[1].value, 5.0 / 9, 1e-12);
+  EXPECT_NEAR(r[2].value, 2.0 / 3, 1e-12);
+  EXPECT_EQ(r[2].n, 3);
+  // stderr of pass@3 = sd(1, 0, 1)/sqrt(3) = sqrt(1/3)/sqrt(3) = 1/3
+  EXPECT_NEAR(r[2].stderr_, 1.0 / 3, 1e-12);
+  EXPECT_THROW(pass_at_k_metrics(samples, {4}), Error);
+}
+
+TEST(EvalGen, StopSequencesAndTokenCounts) {
+  const ByteTokenizer bytes;
+  const std::vector<std::string> stops{"Question:", "\n\n"};
+  EXPECT_EQ(cut_at_stop("a\nb\n\nQuestion: c", stops), "a\nb");
+  EXPECT_EQ(cut_at_stop("abc", stops), "abc");
+  EXPECT_EQ(tokens_until_stop(bytes, bytes.encode("a\nb\n\nQuestion: c"), stops), 5);  // "a\nb\n\n"
+  EXPECT_EQ(tokens_until_stop(bytes, bytes.encode("abc"), stops), 3);
+}
+
+// GSM8K scoring through evaluate_generation with a stub generator returning hand-written
+// completions (byte tokenizer, so tokens = bytes up to and including the stop sequence):
+//   "The answer is 18.\n\nQuestion: x"  -> "18" (reference 18): correct, 17 + 2 = 19 tokens
+//   "#### 5\n\n"                       -> "5" (reference 3): wrong, 6 + 2 = 8 tokens
+//   "no number here"                   -> none: no_answer, 14 tokens (no stop)
+// pass@1 = 1/3 (stderr sqrt(1/3·2/3/2) = 1/3), median tokens 14, mean (19 + 8 + 14)/3 = 41/3.
+TEST(EvalGen, Gsm8kPassAt1AndLengthsFromStubCompletions) {
+  const GenTaskSpec& task = *find_gen_task("gsm8k");
+  GenTaskData data;
+  for (const char* reference : {"18", "3", "7"}) {
+    GenProblem p;
+    p.prompt = std::string("Question: q") + reference + "\nAnswer:";
+    p.reference = reference;
+    data.problems.push_back(p);
+  }
+  const ByteTokenizer bytes;
+  const std::vector<std::string> completions{"The answer is 18.\n\nQuestion: x", "#### 5\n\n", "no number here"};
+  std::vector<std::string> seen;
+  bool whole_prompts = true;  // not truncated: they start with EOS
+  const GenerateFn stub = [&](const std::vector<std::vector<int64_t>>& prompts, const GenerationOptions& g) {
+    EXPECT_EQ(g.sampling.temperature, 0.0);
+    EXPECT_EQ(g.eos_id, ByteTokenizer::kEos);
+    std::vector<std::vector<int64_t>> out;
+    for (const auto& p : prompts) {
+      EXPECT_EQ(p.front() == ByteTokenizer::kEos, whole_prompts);
+      seen.push_back(bytes.decode(p));
+      out.push_back(bytes.encode(completions[seen.size() - 1]));
+    }
+    return out;
+  };
+  GenEvalOptions o;
+  o.shots = 0;
+  o.context = 1000;
+  o.max_new_tokens = 64;
+  o.batch = 2;
+  const auto r = evaluate_generation(task, data, bytes, stub, o);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[1], "Question: q3\nAnswer:");
+  ASSERT_EQ(r.samples.size(), 3u);
+  EXPECT_EQ(r.samples[0].completion, "The answer is 18.");
+  EXPECT_EQ(r.samples[0].status, "correct");
+  EXPECT_EQ(r.samples[1].extracted, "5");
+  EXPECT_EQ(r.samples[1].status, "wrong");
+  EXPECT_EQ(r.samples[2].status, "no_answer");
+  EXPECT_EQ(r.samples[0].tokens, 19);
+  EXPECT_EQ(r.samples[1].tokens, 8);
+  EXPECT_EQ(r.samples[2].tokens, 14);
+  ASSERT_EQ(r.metrics.size(), 3u);
+  EXPECT_EQ(r.metrics[0].result.metric, "pass@1");
+  EXPECT_NEAR(r.metrics[0].result.value, 1.0 / 3, 1e-12);
+  EXPECT_NEAR(r.metrics[0].result.stderr_, 1.0 / 3, 1e-12);
+  EXPECT_EQ(r.metrics[1].result.metric, "median_tokens");
+  EXPECT_EQ(r.metrics[1].result.value, 14.0);
+  EXPECT_EQ(r.metrics[2].result.metric, "mean_tokens");
+  EXPECT_NEAR(r.metrics[2].result.value, 41.0 / 3, 1e-12);
+
+  o.context = 20;  // prompts keep their last 20 − 16 tokens
+  o.max_new_tokens = 16;
+  seen.clear();
+  whole_prompts = false;
+  const auto cut = evaluate_generation(task, data, bytes, stub, o);
+  EXPECT_EQ(seen[0], "wer:");
+  EXPECT_TRUE(cut.samples[0].prompt_truncated);
+  EXPECT_EQ(cut.samples[0].prompt_tokens, 4);
+}
+
+// MATH: "\boxed{\dfrac{1}{2}}" equals the reference "\frac12"; "\boxed{3}" is not "4"; a
+// completion without \boxed has no answer. Pass@1 = 1/3; lengths 5, 7, 9 -> median 7, mean 7.
+TEST(EvalGen, MathScoringOfHandWrittenCompletions) {
+  const GenTaskSpec& task = *find_gen_task("math500");
+  GenProblem half, four;
+  half.reference = "\\frac12";
+  four.reference = "4";
+  std::vector<GenSample> samples(3);
+  samples[0].completion = "so $x = \\boxed{\\dfrac{1}{2}}$.";
+  samples[1].completion = "The answer is $\\boxed{3}$.";
+  samples[2].completion = "I give up.";
+  score_answer(task, half, samples[0]);
+  score_answer(task, four, samples[1]);
+  score_answer(task, four, samples[2]);
+  EXPECT_TRUE(samples[0].correct);
+  EXPECT_EQ(samples[0].extracted, "\\dfrac{1}{2}");
+  EXPECT_EQ(samples[1].status, "wrong");
+  EXPECT_EQ(samples[2].status, "no_answer");
+  samples[0].tokens = 5;
+  samples[1].tokens = 9;
+  samples[2].tokens = 7;
+  const auto m = greedy_metrics(samples);
+  EXPECT_NEAR(m[0].value, 1.0 / 3, 1e-12);
+  EXPECT_EQ(m[1].value, 7.0);
+  EXPECT_EQ(m[2].value, 7.0);
+  EXPECT_THROW(score_answer(*find_gen_task("mbpp"), half, samples[0]), Error);
+}
+
+TEST(EvalGen, CliRunsMathAndCodeTasksInAllModes) {
+  if (!fs::exists(fs::path(FBT_SHARED_DATA) / "gsm8k" / "test.jsonl") ||
+      !fs::exists(fs::path(FBT_SHARED_DATA) / "humaneval" / "HumanEval.jsonl.gz"))
+    GTEST_SKIP() << "no GSM8K / HumanEval in shared/data";
+  if (!python_available()) GTEST_SKIP() << "python3 cannot be run in the sandbox";
+  testing::TempDir tmp;
+  const fs::path run = tmp.path / "run", out = tmp.path / "results.json";
+  testing::make_run_dir(run, ByteTokenizer::kVocab);
+  const auto r = testing::run_cli(
+      tmp.path, "eval gsm8k humaneval --checkpoint " + run.string() + " --data-dir " + FBT_SHARED_DATA +
+                    " --modes all --limit 2 --max-new-tokens 16 --samples-per-problem 3 --temperatures 0.5"
+                    " --pass-k 1,3 --sandbox-timeout 5 --out " + out.string());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("| task | mode | metric | temperature | value | stderr | n |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| gsm8k | soft | pass@1 | 0 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| humaneval | fused(1) | best_pass@3 | 0.5 |"), std::string::npos) << r.out;
+
+  const auto json = nlohmann::json::parse(testing::slurp(out));
+  const auto& rows = json.at("results");
+  ASSERT_EQ(rows.size(), 3u * 3 + 3u * 4);  // gsm8k: 3 metrics; humaneval: 2 pass@k + 2 best
+  std::set<std::string> modes;
+  for (const auto& row : rows) {
+    modes.insert(row.at("mode").get<std::string>());
+    for (const char* field : {"task", "metric", "value", "stderr", "n", "seed", "temperature", "shots"})
+      EXPECT_TRUE(row.contains(field)) << field << " in " << row.dump();
+    EXPECT_EQ(row.at("n"), 2);
+  }
+  EXPECT_EQ(modes, (std::set<std::string>{"standard", "soft", "fused(1)"}));
+  EXPECT_EQ(rows[0].at("shots"), 8);
+  EXPECT_NE(json.at("checkpoint").get<std::string>().find("step-0000001"), std::string::npos);
+  EXPECT_TRUE(json.at("config").contains("vocab_size"));
+
+  const fs::path samples = tmp.path / "results.samples.jsonl";
+  EXPECT_EQ(json.at("samples"), samples.string());
+  std::ifstream in(samples);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 3u * 2 + 3u * 2 * 3);
+  for (const auto& s : lines) {
+    for (const char* field : {"task", "mode", "problem", "id", "temperature", "sample", "completion", "tokens",
+                              "extracted", "correct", "status", "prompt_tokens", "prompt_truncated"})
+      EXPECT_TRUE(s.contains(field)) << field << " in " << s.dump();
+    EXPECT_LE(s.at("tokens").get<int64_t>(), 16);
+    EXPECT_EQ(s.at("prompt_tokens"), 64 - 16);  // 8-shot / HumanEval prompts exceed the debug context
+  }
+  EXPECT_EQ(lines[0].at("id"), "1");
+  EXPECT_EQ(lines[6].at("id"), "HumanEval/0");
+
+  const auto help = testing::run_cli(tmp.path, "eval --help");
+  for (const auto& t : builtin_gen_tasks()) EXPECT_NE(help.out.find(t.name), std::string::npos) << help.out;
+}
+
+}  // namespace
+}  // namespace fbt

@@ -1,0 +1,173 @@
+// evaluate_loss: pass-0 loss vs a hand-computed cross-entropy, K ≥ T passes vs the sequential
+// recurrence, bits per byte for the byte tokenizer, and a vocab mismatch.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "fbt/util/error.h"
+#include "fbt/eval/loss.h"
+#include "fbt/train/passes.h"
+#include "test_model_helpers.h"
+
+namespace fbt {
+namespace {
+namespace fs = std::filesystem;
+using testing::make_test_model;
+
+constexpr int64_t kContext = 16;
+
+struct EvalLoss : ::testing::Test {
+  fs::path dir = fs::temp_directory_path() / ("fbt_evalloss_" + std::to_string(::getpid()));
+  ModelConfig config = [] {
+    auto c = ModelConfig::preset("debug");
+    c.context = kContext;
+    c.doc_separator_id = ByteTokenizer::kEos;  // document starts inside windows stay plain
+    return c;
+  }();
+  ByteTokenizer tokenizer;
+  std::vector<int64_t> stream;  // the shard's tokens: random bytes, EOS ending documents
+  std::string shard_path;
+
+  void SetUp() override {
+    fs::create_directories(dir);
+    std::mt19937 rng(3);
+    for (int i = 0; i < 5 * kContext + 7; ++i)
+      stream.push_back(rng() % 10 == 0 ? ByteTokenizer::kEos : static_cast<int64_t>(rng() % 256));
+    shard_path = (dir / "val.bin").string();
+    ShardWriter writer(shard_path, ByteTokenizer::kVocab);
+    writer.append(stream);
+    writer.close();
+  }
+  void TearDown() override { fs::remove_all(dir); }
+};
+
+// (a) passes=0 is the standard forward: compare with log_softmax of model->forward per window.
+TEST_F(EvalLoss, PassZeroMatchesHandComputedCrossEntropy) {
+  auto model = make_test_model(config);
+  LossEvalOptions o;
+  o.max_tokens = -1;
+  o.passes = 2;
+  o.batch = 2;  // 5 windows: batches of 2, 2, 1
+  const auto results = evaluate_loss(model, TokenShard::open(shard_path), tokenizer, o);
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0].name, "passes=0");
+  EXPECT_EQ(results[2].name, "passes=2");
+  EXPECT_EQ(results[0].tokens, 5 * kContext);
+
+  torch::NoGradGuard no_grad;
+  double nats = 0;
+  for (int64_t w = 0; w < 5; ++w) {
+    const auto begin = stream.begin() + w * kContext;
+    auto inputs = torch::tensor(std::vector<int64_t>(begin, begin + kContext)).unsqueeze(0);        // [1,T]
+    auto targets = torch::tensor(std::vector<int64_t>(begin + 1, begin + kContext + 1)).unsqueeze(0);  // [1,T]
+    auto logp = torch::log_softmax(model->forward(inputs).to(torch::kDouble), -1);                  // [1,T,V]
+    nats -= logp.gather(-1, targets.unsqueeze(-1)).sum().item<double>();
+  }
+  EXPECT_NEAR(results[0].nats_per_token, nats / (5 * kContext), 1e-5);
+
+  o.max_tokens = 2 * kContext + 3;  // two full windows fit
+  EXPECT_EQ(evaluate_loss(model, TokenShard::open(shard_path), tokenizer, o)[0].tokens, 2 * kContext);
+}
+
+// (b) With K ≥ T fused passes every position has converged to the sequential recurrence.
+TEST_F(EvalLoss, LastPassMatchesSequentialWhenPassesCoverTheWindow) {
+  auto model = make_test_model(config);
+  LossEvalOptions o;
+  o.max_tokens = -1;
+  o.passes = kContext;
+  o.sequential = true;
+  o.batch = 3;
+  const auto results = evaluate_loss(model, TokenShard::open(shard_path), tokenizer, o);
+  ASSERT_EQ(results.size(), static_cast<size_t>(kContext + 2));
+  EXPECT_EQ(results.back().name, "sequential");
+  EXPECT_NEAR(results[kContext].nats_per_token, results.back().nats_per_token, 1e-4);
+  // Not trivially so: the fused recurrence scores differently from the standard forward.
+  EXPECT_GT(std::abs(results[0].nats_per_token - results.back().nats_per_token),
+            100 * std::abs(results[kContext].nats_per_token - results.back().nats_per_token));
+}
+
+// (c) Byte tokenizer: the scored targets' bytes are the ids below 256 (specials decode to nothing).
+TEST_F(EvalLoss, BitsPerByteUsesTheTargetsUtf8Bytes) {
+  auto model = make_test_model(config);
+  LossEvalOptions o;
+  o.max_tokens = 3 * kContext;
+  o.passes = 1;
+  const auto results = evaluate_loss(model, TokenShard::open(shard_path), tokenizer, o);
+  const int64_t tokens = 3 * kContext;
+  int64_t bytes = 0;
+  for (int64_t i = 1; i <= tokens; ++i) bytes += stream[i] < 256;
+  ASSERT_LT(bytes, tokens);  // the range holds separators
+  for (const auto& r : results) {
+    EXPECT_EQ(r.tokens, tokens);
+    EXPECT_NEAR(r.bits_per_byte, r.nats_per_token * tokens / (std::log(2.0) * bytes), 1e-12);
+  }
+}
+
+TEST_F(EvalLoss, ShardOfAnotherVocabIsRejected) {
+  auto c = config;
+  c.vocab_size = 300;
+  auto model = make_test_model(c);
+  try {
+    evaluate_loss(model, TokenShard::open(shard_path), tokenizer, LossEvalOptions{});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("259"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("300"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fbt
+
+namespace fbt {
+namespace {
+
+// The contraction diagnostic: loss at k equals evaluate_loss's passes=k (computed there through
+// forward_passes in one call), the relative change equals the one computed here from the
+// states forward_passes returns, and with k ≥ T the map has reached its fixed point (every
+// position exact): the change is 0 and the loss is the sequential recurrence's.
+TEST_F(EvalLoss, ContractionCurveMatchesKPassForwardAndReachesTheFixedPoint) {
+  auto model = make_test_model(config);
+  LossEvalOptions o;
+  o.max_tokens = -1;
+  o.batch = 2;
+  o.passes = 3;
+  o.sequential = true;
+  const auto shard = TokenShard::open(shard_path);
+  const auto losses = evaluate_loss(model, shard, tokenizer, o);
+  const auto curve = contraction_curve(model, shard, tokenizer, kContext + 2, o);
+  ASSERT_EQ(curve.size(), size_t(kContext + 3));
+  for (int k = 0; k <= 3; ++k) {
+    EXPECT_NEAR(curve[k].nats_per_token, losses[k].nats_per_token, 1e-5) << k;
+    EXPECT_NEAR(curve[k].bits_per_byte, losses[k].bits_per_byte, 1e-5) << k;
+  }
+  EXPECT_TRUE(std::isnan(curve[0].relative_change));
+
+  // Relative change by hand on the same 5 windows, from forward_passes' states.
+  torch::NoGradGuard no_grad;
+  PassOptions po;
+  po.passes = 4;
+  po.keep_states = true;
+  std::vector<double> change(4, 0.0);
+  for (int64_t w = 0; w < 5; ++w) {
+    const auto begin = stream.begin() + w * kContext;
+    auto inputs = torch::tensor(std::vector<int64_t>(begin, begin + kContext)).unsqueeze(0);  // [1,T]
+    const auto out = forward_passes(model, inputs, {}, po);
+    for (int k = 1; k <= 3; ++k) {
+      auto now = out.states[k].to(torch::kDouble), before = out.states[k - 1].to(torch::kDouble);  // [1,T,D]
+      change[k] += ((now - before).norm(2, -1) / before.norm(2, -1)).sum().item<double>();
+    }
+  }
+  for (int k = 1; k <= 3; ++k) EXPECT_NEAR(curve[k].relative_change, change[k] / (5 * kContext), 1e-4) << k;
+  EXPECT_GT(curve[1].relative_change, 1e-3);  // the fused map does move the states
+  // Pass k is exact for t < k: after T passes nothing changes any more (up to fp32 rounding).
+  EXPECT_LT(curve[kContext + 1].relative_change, 1e-5);
+  EXPECT_NEAR(curve[kContext + 2].nats_per_token, losses.back().nats_per_token, 1e-4);  // = sequential
+  EXPECT_THROW(contraction_curve(model, shard, tokenizer, -1, o), Error);
+}
+
+}  // namespace
+}  // namespace fbt

@@ -1,0 +1,89 @@
+// CpuDecoder (the BLAS decode step) against the generic decode_step it replaces (issue #8).
+#include <gtest/gtest.h>
+
+#include "fbt/infer/cpu_decoder.h"
+#include "fbt/infer/decode.h"
+#include "fbt/util/error.h"
+#include "test_model_helpers.h"
+
+namespace fbt {
+namespace {
+using testing::make_test_model;
+using testing::max_abs_diff;
+
+constexpr double kTol = 2e-4;  // fp32: BLAS and libtorch round the products differently
+
+std::vector<ModelConfig> configs() {
+  auto windowed = ModelConfig::preset("debug");
+  windowed.n_layers = 3;
+  windowed.window = 4;  // layers 0 and 2 slide over 4 tokens, layer 1 is full
+  windowed.full_attention_every = 2;
+  auto variant = ModelConfig::preset("debug");
+  variant.fusion = Fusion::GluPlusToken;
+  variant.feedback_state = FeedbackState::PreNorm;
+  variant.n_kv_heads = 4;  // no grouping
+  variant.doc_separator_id = 3;
+  return {ModelConfig::preset("debug"), windowed, variant};
+}
+
+// Left-padded prompts of unequal length, then 8 steps in lockstep through both steps from the
+// same prefilled cache; one row is fed the document separator (its next input must be plain).
+TEST(CpuDecoder, StepEqualsTheGenericDecodeStep) {
+  for (const auto& config : configs()) {
+    for (auto mode : {DecodeMode::Standard, DecodeMode::Soft}) {
+      auto model = make_test_model(config);
+      torch::NoGradGuard no_grad;
+      const int64_t B = 3, P = 7, steps = 8;
+      torch::manual_seed(5);
+      auto tokens = torch::randint(4, config.vocab_size, {B, P}, torch::kLong);
+      auto valid = torch::ones({B, P}, torch::kBool);
+      valid[0].narrow(0, 0, 3).fill_(false);  // row 0: 4 real tokens
+      valid[2].narrow(0, 0, 6).fill_(false);  // row 2: 1 real token
+      KVCache generic(config, B, P + steps, torch::dtype(torch::kFloat));
+      KVCache fast(config, B, P + steps, torch::dtype(torch::kFloat));
+      auto logits = prefill(model, tokens, valid, DecodeMode::Standard, 0, generic);
+      prefill(model, tokens, valid, DecodeMode::Standard, 0, fast);
+      CpuDecoder decoder(model);
+      auto next = logits.argmax(-1);
+      for (int64_t s = 0; s < steps; ++s) {
+        if (s == 3) next[1] = 3;  // the variant's separator (an ordinary token elsewhere)
+        auto expected = decode_step(model, next, mode, generic);
+        auto got = decoder.step(next, mode, fast);
+        const std::string where = mode_label(mode, 0) + " d_model " + std::to_string(config.d_model) +
+                                  " layers " + std::to_string(config.n_layers) + " step " + std::to_string(s);
+        ASSERT_LT(max_abs_diff(got, expected), kTol) << where;
+        ASSERT_LT(max_abs_diff(fast.h_prev, generic.h_prev), kTol) << where;
+        ASSERT_TRUE(torch::equal(fast.next_pos, generic.next_pos)) << where;
+        ASSERT_EQ(fast.length, generic.length) << where;
+        for (int64_t l = 0; l < config.n_layers; ++l) {
+          ASSERT_LT(max_abs_diff(fast.k[l], generic.k[l]), kTol) << where << " layer " << l;
+          ASSERT_LT(max_abs_diff(fast.v[l], generic.v[l]), kTol) << where << " layer " << l;
+        }
+        next = expected.argmax(-1);
+      }
+    }
+  }
+}
+
+// Soft decoding must differ from standard (the fusion is live), and bad input is refused.
+TEST(CpuDecoder, SoftDiffersFromStandardAndBadInputIsRefused) {
+  const auto config = ModelConfig::preset("debug");
+  auto model = make_test_model(config);
+  torch::NoGradGuard no_grad;
+  auto prompt = torch::randint(config.vocab_size, {1, 5}, torch::kLong);
+  auto valid = torch::ones({1, 5}, torch::kBool);
+  KVCache a(config, 1, 6, torch::dtype(torch::kFloat)), b(config, 1, 6, torch::dtype(torch::kFloat));
+  auto next = prefill(model, prompt, valid, DecodeMode::Standard, 0, a).argmax(-1);
+  prefill(model, prompt, valid, DecodeMode::Standard, 0, b);
+  CpuDecoder decoder(model);
+  EXPECT_GT(max_abs_diff(decoder.step(next, DecodeMode::Soft, a), decoder.step(next, DecodeMode::Standard, b)), 1e-3);
+  EXPECT_THROW(decoder.step(torch::full({1}, config.vocab_size, torch::kLong), DecodeMode::Soft, a), Error);
+  EXPECT_THROW(decoder.step(next, DecodeMode::Soft, a), Error) << "the cache of 6 slots is full";
+  auto double_model = make_test_model(config);
+  double_model->to(torch::kDouble);
+  EXPECT_FALSE(CpuDecoder::supports(double_model));
+  EXPECT_THROW(CpuDecoder{double_model}, Error);
+}
+
+}  // namespace
+}  // namespace fbt

@@ -1,0 +1,101 @@
+// Model checkpoints: bitwise round trip, corrupted/truncated/mismatched files (issue #2, test 7).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "fbt/io/checkpoint.h"
+#include "fbt/util/error.h"
+#include "temp_dir.h"
+#include "test_model_helpers.h"
+
+namespace fbt {
+namespace {
+namespace fs = std::filesystem;
+
+struct CheckpointTest : ::testing::Test {
+  testing::TempDir tmp;
+  fs::path dir = tmp.path;
+  std::string path(const std::string& name) { return (dir / name).string(); }
+};
+
+void expect_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
+  try {
+    f();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CheckpointTest, RoundTripIsBitwise) {
+  auto c = ModelConfig::preset("debug");
+  c.doc_separator_id = 258;
+  auto model = testing::make_test_model(c);
+  const nlohmann::json tok{{"type", "byte"}, {"vocab_size", 259}};
+  save_model(path("m.safetensors"), model, tok, 42);
+  CheckpointInfo info;
+  auto loaded = load_model(path("m.safetensors"), &info);
+  EXPECT_EQ(info.step, 42);
+  EXPECT_EQ(info.config, c);
+  EXPECT_EQ(info.tokenizer, tok);
+  EXPECT_EQ(info.format_version, kCheckpointFormatVersion);
+  auto a = model->named_parameters(), b = loaded->named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& p : a) EXPECT_TRUE(torch::equal(p.value(), b[p.key()])) << p.key();
+  // Same logits from the reloaded model.
+  torch::NoGradGuard ng;
+  auto tokens = torch::randint(0, 259, {1, 8}, torch::kLong);
+  loaded->eval();
+  EXPECT_TRUE(torch::equal(model->forward(tokens), loaded->forward(tokens)));
+}
+
+TEST_F(CheckpointTest, CorruptedAndTruncatedFilesAreRejected) {
+  auto model = testing::make_test_model();
+  const auto p = path("m.safetensors");
+  save_model(p, model, {}, 1);
+  const auto size = fs::file_size(p);
+  fs::copy_file(p, path("trunc.safetensors"));
+  fs::resize_file(path("trunc.safetensors"), size - 10);
+  expect_error([&] { load_model(path("trunc.safetensors")); }, {"trunc.safetensors", "truncated"});
+
+  fs::copy_file(p, path("flip.safetensors"));
+  {
+    std::fstream f(path("flip.safetensors"), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(size - 100);
+    char ch;
+    f.read(&ch, 1);
+    f.seekp(size - 100);
+    ch ^= 0x40;
+    f.write(&ch, 1);
+  }
+  expect_error([&] { load_model(path("flip.safetensors")); }, {"flip.safetensors", "corrupt"});
+  expect_error([&] { load_model(path("missing.safetensors")); }, {"missing.safetensors"});
+}
+
+TEST_F(CheckpointTest, MismatchedConfigIsNamed) {
+  auto model = testing::make_test_model();
+  save_model(path("m.safetensors"), model, {}, 1);
+  auto other = ModelConfig::preset("debug");
+  other.d_ff = 192;
+  FBT different(other);
+  expect_error([&] { load_weights(path("m.safetensors"), different); },
+               {"m.safetensors", "d_ff", "176", "192"});
+  other = ModelConfig::preset("debug");
+  other.fusion = Fusion::GluPlusToken;
+  FBT fused(other);
+  expect_error([&] { load_weights(path("m.safetensors"), fused); }, {"fusion", "glu_plus_token"});
+}
+
+TEST_F(CheckpointTest, FailedSaveKeepsEarlierCheckpoint) {
+  auto model = testing::make_test_model();
+  const auto p = path("m.safetensors");
+  save_model(p, model, {}, 1);
+  const auto before = fs::file_size(p);
+  EXPECT_THROW(save_model((dir / "no_such_dir" / "m.safetensors").string(), model, {}, 2), Error);
+  EXPECT_EQ(read_checkpoint_info(p).step, 1);
+  EXPECT_EQ(fs::file_size(p), before);
+}
+
+}  // namespace
+}  // namespace fbt

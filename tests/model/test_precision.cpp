@@ -1,0 +1,45 @@
+// The bf16 autocast scope (SPEC §6 precision): matmuls in bf16 inside, fp32 weights and loss,
+// previous state restored outside. Checked on the CPU, whose autocast shares the mechanism.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "fbt/train/passes.h"
+#include "fbt/model/precision.h"
+#include "test_model_helpers.h"
+
+namespace fbt {
+namespace {
+
+TEST(Precision, AutocastScopeRunsMatmulsInBf16AndRestoresFp32) {
+  EXPECT_FALSE(uses_bf16_autocast(Precision::Auto, torch::kCPU));
+  EXPECT_TRUE(uses_bf16_autocast(Precision::Auto, torch::Device(torch::kCUDA)));
+  EXPECT_TRUE(uses_bf16_autocast(Precision::BF16, torch::kCPU));
+  EXPECT_FALSE(uses_bf16_autocast(Precision::FP32, torch::Device(torch::kCUDA)));
+
+  auto a = torch::randn({4, 8}), b = torch::randn({8, 3});
+  {
+    AutocastScope off(Precision::Auto, torch::kCPU);  // CPU + auto = fp32
+    EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kFloat);
+  }
+  auto model = testing::make_test_model();
+  auto tokens = torch::randint(0, 259, {2, 16}, torch::kLong);
+  PassOptions o;
+  o.passes = 2;
+  o.keep_logits = true;
+  const auto fp32 = forward_passes(model, tokens, tokens, o);
+  {
+    AutocastScope amp(Precision::BF16, torch::kCPU);
+    EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kBFloat16);
+    const auto mixed = forward_passes(model, tokens, tokens, o);
+    EXPECT_EQ(mixed.logits[1].scalar_type(), torch::kBFloat16);  // the head matmul ran in bf16
+    EXPECT_EQ(mixed.loss.scalar_type(), torch::kFloat);          // the loss did not
+    // bf16 has an 8-bit mantissa: the loss agrees to ~1%, not to fp32 precision.
+    EXPECT_NEAR(mixed.loss.item<double>(), fp32.loss.item<double>(), 0.02 * fp32.loss.item<double>());
+    EXPECT_NE(mixed.loss.item<double>(), fp32.loss.item<double>());
+  }
+  EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kFloat);  // restored
+  for (const auto& p : model->parameters()) EXPECT_EQ(p.scalar_type(), torch::kFloat);
+}
+
+}  // namespace
+}  // namespace fbt

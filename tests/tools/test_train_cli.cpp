@@ -1,0 +1,104 @@
+// `fbt train` as a process: SIGINT finishes the step, writes a checkpoint, exits 0; --resume
+// continues from it.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "fbt/data/prepare.h"
+#include "spawn_logged.h"
+#include "temp_dir.h"
+#include "shared_data.h"
+
+extern char** environ;
+
+namespace fbt {
+namespace {
+namespace fs = std::filesystem;
+
+using testing::spawn_logged;
+
+int count_lines(const fs::path& p) {
+  std::ifstream f(p);
+  int n = 0;
+  for (std::string line; std::getline(f, line);) ++n;
+  return n;
+}
+
+TEST(TrainCli, SigintWritesACheckpointAndResumeContinues) {
+  FBT_SKIP_WITHOUT_SHARED_DATA("tinyshakespeare/input.txt");
+  testing::TempDir tmp;
+  PrepareOptions p;
+  p.inputs = {std::string(FBT_SHARED_DATA) + "/tinyshakespeare/input.txt"};
+  p.out_dir = (tmp.path / "data").string();
+  p.tokenizer = "byte";
+  std::ostringstream plog;
+  prepare_dataset(p, plog);
+  const auto run = tmp.path / "run";
+  const std::vector<std::string> args{FBT_CLI, "train", "--config", "debug", "--data", p.out_dir,
+                                      "--out", run.string(), "--steps", "100000",
+                                      "--set", "train.eval_every=0", "--set", "train.checkpoint_every=0"};
+  const pid_t pid = spawn_logged(args, tmp.path / "log1.txt");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (count_lines(run / "metrics.jsonl") < 3 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(kill(pid, SIGINT), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  std::ifstream log1(tmp.path / "log1.txt");
+  std::string text((std::istreambuf_iterator<char>(log1)), {});
+  ASSERT_TRUE(WIFEXITED(status)) << text;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT) << text;  // cut short, not finished
+  EXPECT_NE(text.find("interrupted: checkpoint written"), std::string::npos) << text;
+
+  std::ifstream latest(run / "latest");
+  std::string name;
+  latest >> name;
+  ASSERT_TRUE(fs::is_regular_file(run / name / "model.safetensors")) << name;
+  const int64_t stopped_at = std::stoll(name.substr(5));
+  EXPECT_EQ(count_lines(run / "metrics.jsonl"), stopped_at);  // one line per finished step
+
+  // Resume for 2 more steps by raising nothing but the budget: --steps sets the new total.
+  const std::vector<std::string> resume{FBT_CLI, "train", "--data", p.out_dir, "--out", run.string(),
+                                        "--resume", "--steps", std::to_string(stopped_at + 2)};
+  const pid_t pid2 = spawn_logged(resume, tmp.path / "log2.txt");
+  ASSERT_EQ(waitpid(pid2, &status, 0), pid2);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_TRUE(fs::is_regular_file(run / ("step-" + std::string(7 - std::to_string(stopped_at + 2).size(), '0') +
+                                         std::to_string(stopped_at + 2)) / "model.safetensors"));
+  // The new total is recorded in run.json, with the resume that changed it.
+  std::ifstream record(run / "run.json");
+  const auto j = nlohmann::json::parse(record);
+  EXPECT_EQ(j.at("config").at("train").at("steps").get<int64_t>(), stopped_at + 2);
+  ASSERT_EQ(j.at("resumes").size(), 1u);
+  EXPECT_EQ(j.at("resumes")[0].at("at_step").get<int64_t>(), stopped_at);
+  EXPECT_EQ(j.at("resumes")[0].at("steps_before").get<int64_t>(), 100000);
+  // ... and its progress: tokens and token-equivalent compute (Σ tokens × K) re-added from the
+  // per-step lines of metrics.jsonl, which span both processes.
+  std::ifstream metrics(run / "metrics.jsonl");
+  int64_t tokens = 0, token_equivalent = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    const auto m = nlohmann::json::parse(line);
+    if (!m.contains("passes")) continue;
+    const int64_t now = m.at("tokens");
+    token_equivalent += (now - tokens) * m.at("passes").get<int64_t>();
+    tokens = now;
+  }
+  const auto& progress = j.at("progress");
+  EXPECT_EQ(progress.at("step").get<int64_t>(), stopped_at + 2);
+  EXPECT_EQ(progress.at("tokens").get<int64_t>(), tokens);
+  EXPECT_EQ(progress.at("token_equivalent").get<int64_t>(), token_equivalent);
+  EXPECT_GT(progress.at("wall_s").get<double>(), 0.0);
+  EXPECT_TRUE(progress.at("val").contains("fused1"));  // the last step validates
+}
+
+}  // namespace
+}  // namespace fbt
