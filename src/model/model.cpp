@@ -83,31 +83,31 @@ AttentionMasks make_masks(const ModelConfig& config, const Layout& layout, const
   return masks;
 }
 
-/// Softmax attention. q [B,H,T,Dh], k/v [B,Hkv,S,Dh], mask [B|1,1,T,S] -> [B,H,T,Dh].
+}  // namespace
+
+// ---------------------------------------------------------------- attention
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                     const torch::Tensor& mask, bool causal_only) {
+                     const torch::Tensor& mask, bool causal_only, AttentionKernel kernel) {
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), Dh = q.size(3);
   const int64_t Hkv = k.size(1), S = k.size(2), G = H / Hkv;
 #if TORCH_VERSION_MAJOR >= 2
-  // PyTorch 2.x: fused kernels (flash attention for the plain causal training case).
-  auto kx = G == 1 ? k : k.repeat_interleave(G, 1);  // [B,H,S,Dh]
-  auto vx = G == 1 ? v : v.repeat_interleave(G, 1);
-  if (causal_only) return at::scaled_dot_product_attention(q, kx, vx, {}, 0.0, /*is_causal=*/true);
-  return at::scaled_dot_product_attention(q, kx, vx, mask.to(q.scalar_type()), 0.0, false);
-#else
+  if (kernel == AttentionKernel::Auto) {
+    // Fused kernels (flash attention for the plain causal training case).
+    auto kx = G == 1 ? k : k.repeat_interleave(G, 1);  // [B,H,S,Dh]
+    auto vx = G == 1 ? v : v.repeat_interleave(G, 1);
+    if (causal_only) return at::scaled_dot_product_attention(q, kx, vx, {}, 0.0, /*is_causal=*/true);
+    return at::scaled_dot_product_attention(q, kx, vx, mask.to(q.scalar_type()), 0.0, false);
+  }
+#endif
   (void)causal_only;
-  // Query heads of one KV group are stacked along T so keys/values are never copied.
+  (void)kernel;
   auto qg = q.reshape({B, Hkv, G * T, Dh});
   auto scores = torch::matmul(qg, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(Dh)));  // [B,Hkv,G*T,S]
   scores = scores.view({B, Hkv, G, T, S}) + mask.unsqueeze(1).to(scores.scalar_type());
   auto probs = torch::softmax(scores, -1).view({B, Hkv, G * T, S});
   return torch::matmul(probs, v).view({B, H, T, Dh});
-#endif
 }
 
-}  // namespace
-
-// ---------------------------------------------------------------- attention
 AttentionImpl::AttentionImpl(const ModelConfig& c, int64_t window)
     : n_heads_(c.n_heads), n_kv_heads_(c.n_kv_heads), head_dim_(c.head_dim()), window_(window) {
   auto linear = [](int64_t in, int64_t out) {

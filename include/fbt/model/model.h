@@ -41,6 +41,19 @@ struct AttentionMasks {
   bool causal_only = false;
 };
 
+/// Which softmax-attention kernel `attend` runs. Auto: PyTorch 2.x's
+/// scaled_dot_product_attention (fused flash / memory-efficient kernels) where libtorch has it,
+/// else Explicit. Explicit: matmul, additive mask, softmax, matmul in the input dtype, with the
+/// query heads of one KV group stacked so keys/values are never copied.
+enum class AttentionKernel { Auto, Explicit };
+
+/// Softmax attention with grouped-query heads (H = G·Hkv; query head h reads KV head h / G).
+/// q [B,H,T,Dh], k/v [B,Hkv,S,Dh], mask additive (0 / -inf) [B|1,1,T,S] -> [B,H,T,Dh], scale
+/// 1/sqrt(Dh). `causal_only` (T == S, mask is the plain causal one) lets Auto use the kernels'
+/// own causal masking. Both kernels compute the same function; tests compare them.
+torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     const torch::Tensor& mask, bool causal_only, AttentionKernel kernel = AttentionKernel::Auto);
+
 /// Grouped-query self-attention with RoPE, QK RMSNorm and a per-head sigmoid output gate.
 class AttentionImpl : public torch::nn::Module {
  public:
