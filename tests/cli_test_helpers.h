@@ -8,9 +8,9 @@
 #include <sstream>
 #include <string>
 
+#include "fbt/data/tokenizer.h"
 #include "fbt/io/checkpoint.h"
 #include "fbt/io/run_dir.h"
-#include "fbt/data/tokenizer.h"
 #include "test_model_helpers.h"
 
 namespace fbt::testing {

@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "fbt/util/error.h"
 #include "fbt/model/model.h"
+#include "fbt/util/error.h"
 
 namespace fbt::testing {
 

@@ -5,8 +5,8 @@
 
 #include <torch/cuda.h>
 
-#include "fbt/util/error.h"
 #include "fbt/io/run_dir.h"
+#include "fbt/util/error.h"
 
 namespace fbt::cli {
 

@@ -3,8 +3,8 @@
 #include <memory>
 #include <string>
 
-#include "fbt/io/checkpoint.h"
 #include "fbt/data/tokenizer.h"
+#include "fbt/io/checkpoint.h"
 
 namespace fbt::cli {
 

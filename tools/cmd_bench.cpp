@@ -9,10 +9,10 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "fbt/bench/throughput.h"
-#include "fbt/util/build_info.h"
 #include "fbt/infer/cpu_decoder.h"
-#include "fbt/util/error.h"
 #include "fbt/io/run_dir.h"
+#include "fbt/util/build_info.h"
+#include "fbt/util/error.h"
 
 namespace fbt::cli {
 namespace {

@@ -8,10 +8,10 @@
 
 #include "cli_common.h"
 #include "commands.h"
-#include "fbt/util/error.h"
 #include "fbt/eval/gen.h"
 #include "fbt/eval/mc.h"
 #include "fbt/io/run_dir.h"
+#include "fbt/util/error.h"
 
 namespace fbt::cli {
 namespace {

@@ -9,8 +9,8 @@
 
 #include "cli_common.h"
 #include "commands.h"
-#include "fbt/util/error.h"
 #include "fbt/infer/generate.h"
+#include "fbt/util/error.h"
 
 namespace fbt::cli {
 namespace {

@@ -3,8 +3,8 @@
 #include <memory>
 
 #include "commands.h"
-#include "fbt/util/error.h"
 #include "fbt/data/prepare.h"
+#include "fbt/util/error.h"
 
 namespace fbt::cli {
 

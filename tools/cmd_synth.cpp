@@ -3,8 +3,8 @@
 #include <memory>
 
 #include "commands.h"
-#include "fbt/io/run_dir.h"
 #include "fbt/data/synth.h"
+#include "fbt/io/run_dir.h"
 
 namespace fbt::cli {
 namespace {

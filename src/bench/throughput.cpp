@@ -10,12 +10,12 @@
 #include <torch/cuda.h>
 
 #include "fbt/infer/cpu_decoder.h"
-#include "fbt/util/error.h"
-#include "fbt/util/memory_stats.h"
+#include "fbt/model/precision.h"
 #include "fbt/train/optimizer.h"
 #include "fbt/train/passes.h"
-#include "fbt/model/precision.h"
 #include "fbt/train/trainer.h"
+#include "fbt/util/error.h"
+#include "fbt/util/memory_stats.h"
 
 namespace fbt {
 

@@ -9,9 +9,9 @@
 #include <sstream>
 
 #include "fbt/data/shards.h"
+#include "fbt/data/tokenizer.h"
 #include "fbt/util/error.h"
 #include "fbt/util/hash.h"
-#include "fbt/data/tokenizer.h"
 
 namespace fbt {
 namespace fs = std::filesystem;

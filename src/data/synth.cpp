@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <random>
 
-#include "fbt/util/error.h"
 #include "fbt/eval/tasks.h"
+#include "fbt/util/error.h"
 
 namespace fbt {
 namespace {

@@ -23,8 +23,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
-#include "fbt/util/error.h"
 #include "fbt/train/normuon.h"
+#include "fbt/util/error.h"
 
 namespace fbt {
 namespace {

@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "fbt/eval/answer_extraction.h"
-#include "fbt/util/error.h"
 #include "fbt/eval/pass_at_k.h"
+#include "fbt/util/error.h"
 
 namespace fbt {
 namespace {

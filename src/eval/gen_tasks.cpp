@@ -5,8 +5,8 @@
 #include <filesystem>
 
 #include "fbt/eval/answer_extraction.h"
-#include "fbt/util/error.h"
 #include "fbt/eval/mc.h"
+#include "fbt/util/error.h"
 
 namespace fbt {
 namespace {

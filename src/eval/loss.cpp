@@ -7,10 +7,10 @@
 
 #include <torch/nn/functional/loss.h>
 
-#include "fbt/model/cache.h"
 #include "fbt/infer/decode.h"
-#include "fbt/util/error.h"
+#include "fbt/model/cache.h"
 #include "fbt/train/passes.h"
+#include "fbt/util/error.h"
 
 namespace fbt {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <torch/torch.h>
 
-#include "fbt/util/error.h"
 #include "fbt/eval/probe_states.h"
+#include "fbt/util/error.h"
 
 namespace fbt {
 

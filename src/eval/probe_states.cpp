@@ -3,8 +3,8 @@
 
 #include <torch/torch.h>
 
-#include "fbt/util/error.h"
 #include "fbt/train/passes.h"
+#include "fbt/util/error.h"
 
 namespace fbt {
 

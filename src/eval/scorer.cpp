@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "fbt/util/error.h"
 #include "fbt/train/passes.h"
+#include "fbt/util/error.h"
 
 namespace fbt {
 

@@ -1,8 +1,8 @@
 // Prefill and decode steps for Standard, Soft and Fused(k) decoding with a KV cache (SPEC §7).
 #include "fbt/infer/decode.h"
 
-#include "fbt/util/error.h"
 #include "fbt/train/passes.h"
+#include "fbt/util/error.h"
 
 namespace fbt {
 

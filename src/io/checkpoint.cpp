@@ -3,9 +3,9 @@
 
 #include <set>
 
+#include "fbt/io/safetensors.h"
 #include "fbt/util/build_info.h"
 #include "fbt/util/error.h"
-#include "fbt/io/safetensors.h"
 
 namespace fbt {
 namespace {

@@ -4,8 +4,8 @@
 #include <iomanip>
 #include <sstream>
 
-#include "fbt/util/error.h"
 #include "fbt/train/optimizer_state.h"
+#include "fbt/util/error.h"
 
 namespace fbt {
 

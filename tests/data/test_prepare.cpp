@@ -11,9 +11,9 @@
 #include "fbt/data/shards.h"
 #include "fbt/util/error.h"
 #include "temp_dir.h"
-#include "fbt/util/hash.h"
 #include "fbt/data/prepare.h"
 #include "fbt/data/tokenizer.h"
+#include "fbt/util/hash.h"
 #include "shared_data.h"
 
 namespace fbt {

@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "cli_test_helpers.h"
-#include "fbt/util/error.h"
 #include "fbt/data/synth.h"
+#include "fbt/util/error.h"
 
 namespace fbt {
 namespace {

@@ -11,8 +11,8 @@
 
 #include "fbt/util/error.h"
 #include "temp_dir.h"
-#include "fbt/util/hash.h"
 #include "fbt/data/tokenizer.h"
+#include "fbt/util/hash.h"
 #include "shared_data.h"
 
 namespace fbt {

@@ -8,8 +8,8 @@
 #include <set>
 
 #include "cli_test_helpers.h"
-#include "fbt/util/error.h"
 #include "fbt/eval/gen.h"
+#include "fbt/util/error.h"
 #include "temp_dir.h"
 
 namespace fbt {

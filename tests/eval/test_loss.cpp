@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <random>
 
-#include "fbt/util/error.h"
 #include "fbt/eval/loss.h"
 #include "fbt/train/passes.h"
+#include "fbt/util/error.h"
 #include "test_model_helpers.h"
 
 namespace fbt {

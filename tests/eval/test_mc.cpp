@@ -10,10 +10,10 @@
 #include <set>
 
 #include "cli_test_helpers.h"
-#include "fbt/infer/decode.h"
-#include "fbt/util/error.h"
 #include "fbt/eval/mc.h"
+#include "fbt/infer/decode.h"
 #include "fbt/train/passes.h"
+#include "fbt/util/error.h"
 #include "temp_dir.h"
 
 namespace fbt {

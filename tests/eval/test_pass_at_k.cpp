@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "fbt/util/error.h"
 #include "fbt/eval/pass_at_k.h"
+#include "fbt/util/error.h"
 
 namespace fbt {
 namespace {

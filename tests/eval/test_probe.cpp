@@ -8,10 +8,10 @@
 #include <map>
 
 #include "cli_test_helpers.h"
-#include "fbt/util/error.h"
 #include "fbt/eval/linear_probe.h"
-#include "fbt/train/passes.h"
 #include "fbt/eval/probe_states.h"
+#include "fbt/train/passes.h"
+#include "fbt/util/error.h"
 
 namespace fbt {
 namespace {

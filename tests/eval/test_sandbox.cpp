@@ -9,8 +9,8 @@
 #include <sstream>
 #include <string>
 
-#include "fbt/util/error.h"
 #include "fbt/eval/sandbox.h"
+#include "fbt/util/error.h"
 
 namespace fbt {
 namespace {

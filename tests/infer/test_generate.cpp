@@ -3,8 +3,8 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
-#include "fbt/util/error.h"
 #include "fbt/infer/generate.h"
+#include "fbt/util/error.h"
 #include "test_model_helpers.h"
 
 namespace fbt {

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "fbt/util/error.h"
 #include "fbt/io/safetensors.h"
+#include "fbt/util/error.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "fbt/model/config.h"
-#include "fbt/util/error.h"
 #include "fbt/model/model.h"
+#include "fbt/util/error.h"
 
 namespace fbt {
 namespace {

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "fbt/train/passes.h"
 #include "fbt/model/precision.h"
+#include "fbt/train/passes.h"
 #include "test_model_helpers.h"
 
 namespace fbt {

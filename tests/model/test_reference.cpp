@@ -17,8 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "fbt/io/checkpoint.h"
-#include "fbt/train/passes.h"
 #include "fbt/io/safetensors.h"
+#include "fbt/train/passes.h"
 #include "spawn_logged.h"
 #include "temp_dir.h"
 #include "test_model_helpers.h"

@@ -7,10 +7,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "fbt/util/error.h"
 #include "fbt/data/prepare.h"
 #include "fbt/train/train_config.h"
 #include "fbt/train/trainer.h"
+#include "fbt/util/error.h"
 #include "metrics_lines.h"
 #include "temp_dir.h"
 #include "shared_data.h"

@@ -10,8 +10,8 @@
 
 #include <torch/types.h>
 
-#include "fbt/model/config.h"
 #include "fbt/infer/decode.h"
+#include "fbt/model/config.h"
 #include "fbt/model/model.h"
 #include "fbt/train/train_config.h"
 

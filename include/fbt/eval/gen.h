@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "fbt/data/tokenizer.h"
 #include "fbt/eval/gen_tasks.h"
 #include "fbt/eval/mc.h"
-#include "fbt/infer/generate.h"
 #include "fbt/eval/sandbox.h"
-#include "fbt/data/tokenizer.h"
+#include "fbt/infer/generate.h"
 
 namespace fbt {
 

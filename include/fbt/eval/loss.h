@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "fbt/data/shards.h"
-#include "fbt/model/model.h"
 #include "fbt/data/tokenizer.h"
+#include "fbt/model/model.h"
 
 namespace fbt {
 

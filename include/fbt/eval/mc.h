@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "fbt/eval/tasks.h"
-#include "fbt/eval/scorer.h"
 #include "fbt/data/tokenizer.h"
+#include "fbt/eval/scorer.h"
+#include "fbt/eval/tasks.h"
 
 namespace fbt {
 

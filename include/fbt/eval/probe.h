@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "fbt/eval/linear_probe.h"
-#include "fbt/model/model.h"
 #include "fbt/data/synth.h"
 #include "fbt/data/tokenizer.h"
+#include "fbt/eval/linear_probe.h"
+#include "fbt/model/model.h"
 
 namespace fbt {
 

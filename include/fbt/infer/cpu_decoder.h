@@ -12,8 +12,8 @@
 
 #include <torch/types.h>
 
-#include "fbt/model/cache.h"
 #include "fbt/infer/decode.h"
+#include "fbt/model/cache.h"
 #include "fbt/model/model.h"
 
 namespace fbt {

@@ -7,9 +7,9 @@
 
 #include <torch/optim/adamw.h>
 
+#include "fbt/io/safetensors.h"
 #include "fbt/model/model.h"
 #include "fbt/train/normuon.h"
-#include "fbt/io/safetensors.h"
 #include "fbt/train/train_config.h"
 
 namespace fbt {

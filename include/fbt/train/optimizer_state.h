@@ -2,8 +2,8 @@
 #pragma once
 #include <torch/optim/adamw.h>
 
-#include "fbt/model/model.h"
 #include "fbt/io/safetensors.h"
+#include "fbt/model/model.h"
 
 namespace fbt {
 
