@@ -1,6 +1,17 @@
 #!/usr/bin/env bash
 # Installs every build and runtime dependency of fbt from Debian 12's packages.
+#   scripts/setup.sh            the default build: Debian's libtorch 1.13 (CPU)
+#   scripts/setup.sh --torch2   also the second build's PyTorch 2.x (PyPI, CUDA 13) in a project
+#                               venv, $FBT_VENV (default .venv); reused when it already holds it
 set -euo pipefail
+cd "$(dirname "$0")/.."
+torch2=0
+for a in "$@"; do
+  case "$a" in
+    --torch2) torch2=1 ;;
+    *) echo "scripts/setup.sh: unknown argument $a (expected --torch2)" >&2; exit 2 ;;
+  esac
+done
 pkgs=(cmake g++ make git libtorch-dev sentencepiece
       nlohmann-json3-dev libcli11-dev libgtest-dev libssl-dev zlib1g-dev fortunes
       python3  # runs HumanEval/MBPP programs in the sandbox (fbt eval)
@@ -8,6 +19,7 @@ pkgs=(cmake g++ make git libtorch-dev sentencepiece
       libopenblas0-pthread  # optimised BLAS: libtorch-dev alone pulls the reference BLAS
       libblas-dev  # links the CPU decode step to that BLAS (src/infer/cpu_decoder.cpp)
       python3-torch)  # the PyTorch reference of bench/reference/ and its cross-check test
+[ $torch2 = 1 ] && pkgs+=(python3-venv)  # the project venv of the PyTorch 2.x build
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -17,3 +29,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+[ $torch2 = 1 ] || exit 0
+
+# PyTorch 2.x: the release the GPU machine runs (2.11.0). PyPI's Linux x86_64 wheel of 2.11.0 is
+# the CUDA 13.0 build (it pulls cuda-toolkit 13.0.2, cuDNN 9, NCCL 2.28 as nvidia-* wheels,
+# ~4.7 GB installed); it also runs on machines without a GPU or driver.
+venv=${FBT_VENV:-.venv}
+want=$(sed -n 's/^torch==//p' scripts/requirements-torch2.txt)
+have=$("$venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null || true)
+if [ "$have" != "$want" ]; then
+  [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
+  "$venv/bin/pip" install -q -r scripts/requirements-torch2.txt
+fi
+"$venv/bin/python" -c 'import torch; print("PyTorch", torch.__version__, "CUDA", torch.version.cuda, "in '"$venv"'")'

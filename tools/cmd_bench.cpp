@@ -1,4 +1,5 @@
 // `fbt bench`: training, prefill and decode throughput, MFU and peak memory (llama-bench style).
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
@@ -18,7 +19,7 @@ namespace fbt::cli {
 namespace {
 
 struct BenchArgs {
-  std::string preset = "small", device = "auto", format = "md", out, results_dir, decoder = "auto", dtype = "fp32";
+  std::string preset = "small", device = "auto", format = "md", out, results_dir, decoder = "auto", dtype = "fp32", hardware;
   std::vector<std::string> tests{"train", "prefill", "decode"};
   std::vector<int64_t> passes{1, 2, 3}, batch_sizes{1, 8}, contexts{64, 128};
   int64_t train_batch = 8, train_seq = 0, new_tokens = 64, reps = 5, warmup = 1, threads = 0,
@@ -93,7 +94,7 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
   const double peak = measure_matmul_peak(device, peak_dtype, peak_n, 3);
   nlohmann::json record = {
       {"tool", "fbt bench"}, {"preset", a.preset}, {"device", device.str()},
-      {"threads", torch::get_num_threads()}, {"reps", a.reps}, {"hardware", hardware_label(device)},
+      {"threads", torch::get_num_threads()}, {"reps", a.reps}, {"hardware", a.hardware.empty() ? hardware_label(device) : a.hardware},
       {"date", today()}, {"git_sha", git_sha()}, {"libtorch", torch_version()},
       {"parameters", config.parameter_count()},
       {"matmul_peak", {{"flops_per_s", peak}, {"dtype", device.is_cuda() ? "bf16" : "fp32"}, {"n", peak_n}}},
@@ -128,7 +129,9 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
   const bool cpu_decoder = a.decoder == "cpu" || (a.decoder == "auto" && CpuDecoder::supports(model));
   if (a.decoder == "cpu" && !CpuDecoder::supports(model))
     throw Error("--decoder cpu: the model is not fp32 on the CPU (use --device cpu)");
-  record["decoder"] = cpu_decoder ? "cpu" : "generic";
+  if (a.decoder == "graph" && !device.is_cuda()) throw Error("--decoder graph: CUDA graphs need --device cuda");
+  const auto decoder = a.decoder == "graph" ? BenchDecoder::Graph : cpu_decoder ? BenchDecoder::Cpu : BenchDecoder::Generic;
+  record["decoder"] = a.decoder == "graph" ? "graph" : cpu_decoder ? "cpu" : "generic";
   for (int64_t batch : a.batch_sizes) {
     for (int64_t context : a.contexts) {
       if (wants(a, "prefill")) {
@@ -140,7 +143,7 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
         }
       }
       if (wants(a, "decode")) {
-        const auto r = bench_decode_modes(model, cpu_decoder, batch, context, a.new_tokens, a.warmup, a.reps, a.seed);
+        const auto r = bench_decode_modes(model, decoder, batch, context, a.new_tokens, a.warmup, a.reps, a.seed);
         for (const auto& [mode, m] : {std::pair{DecodeMode::Standard, &r.standard}, std::pair{DecodeMode::Soft, &r.soft}}) {
           nlohmann::json row = {{"test", "decode"}, {"mode", mode_label(mode, 0)}, {"batch", batch},
                                 {"context", context}, {"new_tokens", a.new_tokens},
@@ -224,7 +227,7 @@ void run(const BenchArgs& a) {
   if (!a.out.empty()) write_file_atomic(a.out, text);
   if (!a.results_dir.empty()) {
     const std::string path = a.results_dir + "/" + a.preset + "_" + record["hardware"].get<std::string>() + "_" +
-                             record["date"].get<std::string>();
+                             record["date"].get<std::string>() + (a.decoder == "graph" ? "_graph" : "");
     std::error_code ec;
     std::filesystem::create_directories(a.results_dir, ec);
     if (ec) throw Error("--results-dir " + a.results_dir + ": cannot create the directory (" + ec.message() + ")");
@@ -251,8 +254,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--batch-sizes", a->batch_sizes, "Prefill/decode batch sizes")->delimiter(',')->capture_default_str();
   cmd->add_option("--contexts", a->contexts, "Prompt lengths for prefill and before decoding")->delimiter(',')->capture_default_str();
   cmd->add_option("--decoder", a->decoder,
-                  "Decode step: auto (the dedicated CPU step for fp32 CPU models, as fbt generate), cpu or generic")
-      ->check(CLI::IsMember({"auto", "cpu", "generic"}))
+                  "Decode step: auto (the dedicated CPU step for fp32 CPU models, as fbt generate), cpu, generic, "
+                  "or graph (the generic step captured once into a CUDA graph and replayed; CUDA only)")
+      ->check(CLI::IsMember({"auto", "cpu", "generic", "graph"}))
       ->capture_default_str();
   cmd->add_option("--dtype", a->dtype, "Weights of the prefill/decode tests: fp32 or bf16")
       ->check(CLI::IsMember({"fp32", "bf16"}))
@@ -263,7 +267,15 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--format", a->format, "md or json on stdout")->capture_default_str();
   cmd->add_option("--out", a->out, "Also write the stdout text to this file");
   cmd->add_option("--results-dir", a->results_dir,
-                  "Also write DIR/<preset>_<hardware>_<date>.{md,json} (the repository keeps them in bench/results)");
+                  "Also write DIR/<preset>_<hardware>_<date>[_graph].{md,json} (the repository keeps them in bench/results)");
+  cmd->add_option("--hardware", a->hardware,
+                  "Hardware label of the record and file names (default: the CPU model and threads, or cuda-<threads>t)")
+      ->check([](const std::string& s) {
+        const bool ok = !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
+          return std::isalnum(c) || c == '-' || c == '.';
+        }) && s.find("..") == std::string::npos;
+        return ok ? std::string() : "expected letters, digits, '-' and '.' (it becomes part of a file name)";
+      });
   cmd->callback([a] { run(*a); });
 }
 

@@ -10,6 +10,7 @@
 #include <torch/cuda.h>
 
 #include "fbt/infer/cpu_decoder.h"
+#include "fbt/infer/graph_decoder.h"
 #include "fbt/model/precision.h"
 #include "fbt/train/optimizer.h"
 #include "fbt/train/passes.h"
@@ -138,7 +139,7 @@ BenchResult bench_prefill(FBT& model, DecodeMode mode, int64_t fused_passes, int
   return result_of(seconds, double(batch * context), device);
 }
 
-DecodeComparison bench_decode_modes(FBT& model, bool cpu_decoder, int64_t batch, int64_t context,
+DecodeComparison bench_decode_modes(FBT& model, BenchDecoder decoder, int64_t batch, int64_t context,
                                     int64_t new_tokens, int64_t warmup, int64_t reps, uint64_t seed) {
   if (context + new_tokens > model->config().context)
     throw Error("--contexts " + std::to_string(context) + " + --new-tokens " + std::to_string(new_tokens) +
@@ -151,15 +152,24 @@ DecodeComparison bench_decode_modes(FBT& model, bool cpu_decoder, int64_t batch,
   auto valid = torch::ones({batch, context}, torch::dtype(torch::kBool).device(device));
   KVCache cache(model->config(), batch, context + new_tokens, model->parameters().front().options());
   std::optional<CpuDecoder> fast;
-  if (cpu_decoder) fast.emplace(model);
+  if (decoder == BenchDecoder::Cpu) fast.emplace(model);
+  std::optional<GraphDecoder> graphs[2];  // [standard, soft]
+  if (decoder == BenchDecoder::Graph) {
+    graphs[0].emplace(model, DecodeMode::Standard, cache, true);
+    graphs[1].emplace(model, DecodeMode::Soft, cache, true);
+  }
   // One run: prefill (untimed), then new_tokens greedy steps in `mode`; returns their seconds.
   auto run = [&](DecodeMode mode) {
     cache.clear();
     auto next = prefill(model, prompt, valid, DecodeMode::Standard, 0, cache).argmax(-1);  // [B]
     synchronize(device);
     const auto start = std::chrono::steady_clock::now();
+    auto& graph = graphs[mode == DecodeMode::Soft ? 1 : 0];
     for (int64_t i = 0; i < new_tokens; ++i)
-      next = (fast ? fast->step(next, mode, cache) : decode_step(model, next, mode, cache)).argmax(-1);
+      next = (fast    ? fast->step(next, mode, cache)
+              : graph ? graph->step(next)
+                      : decode_step(model, next, mode, cache))
+                 .argmax(-1);
     synchronize(device);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };

@@ -26,16 +26,17 @@ namespace {
 /// x [B,1,D].
 torch::Tensor cached_step(FBT& model, const torch::Tensor& tokens, const torch::Tensor& plain,
                           KVCache& cache) {
-  auto tok = tokens.view({-1, 1});                    // [B,1]
-  auto e_n = model->plain_input(model->embed(tok));  // [B,1,D]
+  auto tok = tokens.view({-1, 1});                                                  // [B,1]
+  auto e_n = model->plain_input(model->embed(tok, /*check_ids=*/!cache.write_slot.defined()));  // [B,1,D]
   auto u = e_n;
   if (plain.defined())
     u = torch::where(plain.view({-1, 1, 1}), e_n, model->fused_input(cache.h_prev.unsqueeze(1), e_n));
   Layout layout{cache.next_pos.view({-1, 1}), {}};
   auto x = model->stack(u, layout, &cache);  // [B,1,D]
-  cache.h_prev = model->feedback_state(x).select(1, 0);
-  cache.last_token = tokens.view({-1});
-  cache.next_pos = cache.next_pos + 1;
+  // In place: the cache's tensors keep their addresses (a captured CUDA graph refers to them).
+  cache.h_prev.copy_(model->feedback_state(x).select(1, 0));
+  cache.last_token.copy_(tokens.view({-1}));
+  cache.next_pos.add_(1);
   return x;
 }
 
@@ -62,9 +63,9 @@ torch::Tensor prefill(FBT& model, const torch::Tensor& tokens, const torch::Tens
     }
   }
   auto last = x.narrow(1, T - 1, 1);  // [B,1,D]
-  cache.h_prev = model->feedback_state(last).select(1, 0);
-  cache.last_token = tokens.select(1, T - 1);
-  cache.next_pos = layout.positions.select(1, T - 1) + 1;
+  cache.h_prev.copy_(model->feedback_state(last).select(1, 0));
+  cache.last_token.copy_(tokens.select(1, T - 1));
+  cache.next_pos.copy_(layout.positions.select(1, T - 1) + 1);
   return model->head(last).select(1, 0);  // [B,V]
 }
 

@@ -31,6 +31,13 @@ KVCache::KVCache(const ModelConfig& config, int64_t batch, int64_t capacity,
 
 int64_t KVCache::reserve(const Layout& layout) {
   const int64_t T = layout.positions.size(1);
+  if (write_slot.defined()) {
+    if (T != 1 || layout.valid.defined())
+      throw Error("fixed-shape KV cache: one real token per row and step (got " + std::to_string(T) + ")");
+    slot_pos.index_copy_(1, write_slot, layout.positions.expand({batch(), 1}));
+    slot_valid.index_fill_(1, write_slot, true);
+    return -1;
+  }
   if (length + T > capacity())
     throw Error("KV cache full: " + std::to_string(length) + " + " + std::to_string(T) +
                 " tokens exceed its capacity of " + std::to_string(capacity()) +

@@ -63,9 +63,12 @@ AttentionMasks make_masks(const ModelConfig& config, const Layout& layout, const
   torch::Tensor qslot = torch::arange(first_slot, first_slot + T, torch::dtype(torch::kLong).device(dev));
   torch::Tensor kslot = qslot;
   if (cache) {
-    kpos = cache->slot_pos.narrow(1, 0, cache->length);     // [B,S]
-    kvalid = cache->slot_valid.narrow(1, 0, cache->length);  // [B,S]
-    kslot = torch::arange(cache->length, torch::dtype(torch::kLong).device(dev));
+    const bool fixed = cache->write_slot.defined();  // fixed shape: every slot, masked by validity
+    const int64_t S = fixed ? cache->capacity() : cache->length;
+    kpos = cache->slot_pos.narrow(1, 0, S);     // [B,S]
+    kvalid = cache->slot_valid.narrow(1, 0, S);  // [B,S]
+    kslot = torch::arange(S, torch::dtype(torch::kLong).device(dev));
+    if (fixed) qslot = cache->write_slot;  // [1]
   }
   auto self = (qslot.unsqueeze(1) == kslot.unsqueeze(0)).unsqueeze(0);  // [1,T,S]
   auto allowed = kpos.unsqueeze(1) <= qpos.unsqueeze(2);                 // [B|1,T,S]
@@ -131,7 +134,12 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Rope& rope,
   auto v = wv_(x).view({B, T, n_kv_heads_, head_dim_}).transpose(1, 2);          // [B,Hkv,T,Dh]
   q = apply_rope(q, rope);
   k = apply_rope(k, rope);
-  if (cache) {
+  if (cache && cache->write_slot.defined()) {  // fixed shape (T = 1): device-side slot index
+    cache->k[layer].index_copy_(2, cache->write_slot, k);
+    cache->v[layer].index_copy_(2, cache->write_slot, v);
+    k = cache->k[layer];  // [B,Hkv,capacity,Dh]
+    v = cache->v[layer];
+  } else if (cache) {
     cache->k[layer].narrow(2, first_slot, T).copy_(k);
     cache->v[layer].narrow(2, first_slot, T).copy_(v);
     k = cache->k[layer].narrow(2, 0, cache->length);  // [B,Hkv,S,Dh]
@@ -209,8 +217,8 @@ FBTImpl::FBTImpl(const ModelConfig& config) : config_(config) {
   torch::nn::init::normal_(fusion_->w_g->weight, 0.0, c.fusion_gate_init_std);
 }
 
-torch::Tensor FBTImpl::embed(const torch::Tensor& tokens) {
-  if (tokens.numel() > 0) {
+torch::Tensor FBTImpl::embed(const torch::Tensor& tokens, bool check_ids) {
+  if (check_ids && tokens.numel() > 0) {
     const int64_t lo = tokens.min().item<int64_t>(), hi = tokens.max().item<int64_t>();
     if (lo < 0 || hi >= config_.vocab_size)
       throw Error("token id " + std::to_string(lo < 0 ? lo : hi) + " outside the model vocabulary [0, " +

@@ -2,6 +2,7 @@
 #include "fbt/train/optimizer_state.h"
 
 #include <map>
+#include <sstream>
 #include <type_traits>
 
 #include "fbt/util/error.h"
@@ -9,13 +10,17 @@
 namespace fbt {
 namespace {
 
-/// The optimiser's state-map key of parameter p (a string in 1.13, the TensorImpl* in 2.x).
+/// The optimiser's state-map key of parameter p: in 1.13 the TensorImpl address as text
+/// (c10::guts::to_string, which streams the pointer; gone in 2.x), in 2.x the address itself.
 template <class Map>
 typename Map::key_type state_key(const torch::Tensor& p) {
-  if constexpr (std::is_same_v<typename Map::key_type, std::string>)
-    return c10::guts::to_string(p.unsafeGetTensorImpl());
-  else
+  if constexpr (std::is_same_v<typename Map::key_type, std::string>) {
+    std::ostringstream key;
+    key << static_cast<const void*>(p.unsafeGetTensorImpl());
+    return key.str();
+  } else {
     return p.unsafeGetTensorImpl();
+  }
 }
 
 }  // namespace

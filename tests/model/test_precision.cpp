@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <ATen/autocast_mode.h>
+#include <torch/version.h>
+
 #include "fbt/model/precision.h"
 #include "fbt/train/passes.h"
 #include "test_model_helpers.h"
@@ -39,6 +42,34 @@ TEST(Precision, AutocastScopeRunsMatmulsInBf16AndRestoresFp32) {
   }
   EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kFloat);  // restored
   for (const auto& p : model->parameters()) EXPECT_EQ(p.scalar_type(), torch::kFloat);
+}
+
+/// Whether autocast is on for CUDA tensors, through the API of this libtorch (per device type
+/// since 2.4; a CUDA-only setter before).
+bool cuda_autocast_enabled() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  return at::autocast::is_autocast_enabled(at::kCUDA);
+#else
+  return at::autocast::is_enabled();
+#endif
+}
+
+// The scope for a CUDA device sets only CUDA's autocast state and dtype (thread-local flags: no
+// GPU needed) and leaves the CPU's alone; nested scopes restore what was there before.
+TEST(Precision, ScopeOnACudaDeviceTogglesOnlyItsAutocastState) {
+  const torch::Device cuda(torch::kCUDA);
+  ASSERT_FALSE(cuda_autocast_enabled());
+  {
+    AutocastScope amp(Precision::Auto, cuda);
+    EXPECT_TRUE(cuda_autocast_enabled());
+    EXPECT_EQ(torch::mm(torch::randn({2, 3}), torch::randn({3, 2})).scalar_type(), torch::kFloat);  // CPU untouched
+    {
+      AutocastScope off(Precision::FP32, cuda);  // fp32: leaves the enclosing state as it is
+      EXPECT_TRUE(cuda_autocast_enabled());
+    }
+    EXPECT_TRUE(cuda_autocast_enabled());
+  }
+  EXPECT_FALSE(cuda_autocast_enabled());
 }
 
 }  // namespace

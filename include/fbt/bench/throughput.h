@@ -81,10 +81,14 @@ struct DecodeComparison {
 /// decode steps are timed. The two modes alternate within each repetition (which one goes first
 /// alternates too), so drift of a shared machine's speed cancels out of the soft overhead, which
 /// is taken per repetition pair. Peak memory is measured per mode in one extra, untimed run.
-/// `cpu_decoder` uses CpuDecoder (cpu_decoder.h, what `fbt generate` uses for fp32 CPU models)
-/// instead of the generic decode_step. tokens/s counts batch·new_tokens. Throws fbt::Error if
-/// context + new_tokens exceeds the model context.
-DecodeComparison bench_decode_modes(FBT& model, bool cpu_decoder, int64_t batch, int64_t context,
+/// `decoder` picks the step: decode_step (Generic), CpuDecoder (Cpu: cpu_decoder.h, what `fbt
+/// generate` uses for fp32 CPU models) or GraphDecoder replaying a CUDA graph (Graph:
+/// graph_decoder.h; one per mode, captured in the untimed first run; the cache has exactly
+/// context + new_tokens slots, all of which its step attends over). tokens/s counts
+/// batch·new_tokens. Throws fbt::Error if context + new_tokens exceeds the model context, or for
+/// Graph off CUDA.
+enum class BenchDecoder { Generic, Cpu, Graph };
+DecodeComparison bench_decode_modes(FBT& model, BenchDecoder decoder, int64_t batch, int64_t context,
                                     int64_t new_tokens, int64_t warmup, int64_t reps, uint64_t seed);
 
 }  // namespace fbt

@@ -36,11 +36,19 @@ struct KVCache {
   torch::Tensor last_token;         ///< [B] int64 token at the last real position
   torch::Tensor next_pos;           ///< [B] int64 position the next token of each row gets
   int64_t length = 0;               ///< slots filled (the same for every row)
+  /// Fixed-shape decoding (CUDA-graph capture, paper App. D; infer/graph_decoder.h): when
+  /// defined ([1] int64 on the cache's device), a stack call of one token per row writes its
+  /// keys, values and slot bookkeeping at slot write_slot[0] with device-side index_copy_ and
+  /// attends over all `capacity` slots (unfilled ones are masked by slot_valid), so no host value
+  /// changes between steps; `length` is neither read nor advanced by the stack (the caller
+  /// advances it). Undefined (the default): slots are claimed by `reserve` from `length`.
+  torch::Tensor write_slot;
 
   int64_t batch() const { return slot_pos.size(0); }
   int64_t capacity() const { return slot_pos.size(1); }
   /// Claims the next T slots for `layout` (positions/validity recorded) and returns the first
-  /// slot index. Throws fbt::Error when the capacity would be exceeded.
+  /// slot index. Throws fbt::Error when the capacity would be exceeded. With `write_slot`
+  /// defined: records the one position (T must be 1) at write_slot on the device, returns -1.
   int64_t reserve(const Layout& layout);
   /// Forgets every slot (keeps the allocation); used to rebuild the cache from a later pass.
   void clear();

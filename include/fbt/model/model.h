@@ -119,8 +119,9 @@ class FBTImpl : public torch::nn::Module {
   const ModelConfig& config() const { return config_; }
 
   /// Token embedding e = Embed(x): tokens [B,T] int64 -> [B,T,D]. Throws fbt::Error for ids
-  /// outside [0, V).
-  torch::Tensor embed(const torch::Tensor& tokens);
+  /// outside [0, V) when `check_ids` (a host read of the ids; a captured CUDA-graph step, which
+  /// may not read device values on the host, passes false after checking them itself).
+  torch::Tensor embed(const torch::Tensor& tokens, bool check_ids = true);
   /// Plain input RMSNorm_in(e): [B,T,D] -> [B,T,D] (SPEC §4).
   torch::Tensor plain_input(const torch::Tensor& e);
   /// Fused input from the previous position's feedback state h_prev [...,D] and the normed
