@@ -89,6 +89,11 @@ void run_gen_task(const EvalArgs& a, LoadedCheckpoint& checkpoint, const Tokeniz
     const std::string label = mode_label(mode, a.fused_passes);
     options.on_progress = progress(task.name + " " + label, "completions");
     const auto result = evaluate_generation(task, data, tokenizer, generate_fn, options);
+    if (result.truncated_prompts > 0)
+      std::cerr << "warning: " << task.name << " " << label << ": " << result.truncated_prompts << " of "
+                << result.problems << " prompts were longer than context - --max-new-tokens = " << result.prompt_budget
+                << " tokens and lost their beginning (left truncation; fewer --shots or a smaller --max-new-tokens "
+                   "keeps them whole)\n";
     for (const auto& m : result.metrics) {
       const auto& r = m.result;
       const std::string metric = (m.best ? "best_" : "") + r.metric;
@@ -122,10 +127,11 @@ std::string samples_file(const EvalArgs& a) {
 
 void run_eval(const EvalArgs& a) {
   if (a.fused_passes < 1) throw Error("--fused-passes must be >= 1 (got " + std::to_string(a.fused_passes) + ")");
-  auto checkpoint = load_checkpoint(a.checkpoint, a.device);
-  const auto tokenizer = load_run_tokenizer(checkpoint);
   std::vector<std::string> mc, gen;  // task names by kind, in command-line order
   for (const auto& name : a.tasks) (find_gen_task(name) ? gen : mc).push_back(name);
+  for (const auto& name : gen) check_gen_options(*find_gen_task(name), a.gen);  // before any work
+  auto checkpoint = load_checkpoint(a.checkpoint, a.device);
+  const auto tokenizer = load_run_tokenizer(checkpoint);
   std::vector<std::vector<Doc>> docs;  // all data read before any scoring
   std::vector<GenTaskData> gen_data;
   for (const auto& name : mc) docs.push_back(load_docs(find_task(name), a.data_dir));

@@ -19,6 +19,7 @@ struct ProbeArgs {
 };
 
 void run_eval_probe(const ProbeArgs& a) {
+  a.options.validate();  // before loading anything
   auto checkpoint = load_checkpoint(a.checkpoint, a.device);
   const auto tokenizer = load_run_tokenizer(checkpoint);
   std::vector<std::vector<SynthExample>> examples;  // per file; all read before any forward

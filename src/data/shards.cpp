@@ -307,7 +307,7 @@ std::optional<std::pair<torch::Tensor, torch::Tensor>> SequentialLoader::next() 
   torch::Tensor rows = torch::empty({b, seq_ + 1}, torch::kInt64);  // [b,T+1]
   int64_t* p = rows.data_ptr<int64_t>();
   for (int64_t i = 0; i < b; ++i, next_window_ += world_size_)
-    shard_.read(next_window_ * shard_windows_ / num_windows_ * seq_, seq_ + 1, p + i * (seq_ + 1));
+    shard_.read(window_start(next_window_), seq_ + 1, p + i * (seq_ + 1));
   return std::make_pair(rows.narrow(1, 0, seq_).contiguous(), rows.narrow(1, 1, seq_).contiguous());
 }
 

@@ -104,8 +104,10 @@ const std::regex& number_in_text() {
   return re;
 }
 
-/// Every number in `text`, normalised, in order.
-std::vector<std::string> numbers_in(const std::string& text) {
+/// Every number in `raw`, normalised, in order. LaTeX's thousands separator "{,}" ("$9{,}500$")
+/// counts as a comma.
+std::vector<std::string> numbers_in(const std::string& raw) {
+  const std::string text = replace_all(raw, "{,}", ",");
   std::vector<std::string> numbers;
   for (auto it = std::sregex_iterator(text.begin(), text.end(), number_in_text()); it != std::sregex_iterator(); ++it) {
     std::string number = it->str();
@@ -122,7 +124,7 @@ std::vector<std::string> numbers_in(const std::string& text) {
 
 std::string normalize_number(const std::string& number) {
   static const std::regex re(R"(\+?(-?)\$?(\d{1,3}(?:,\d{3})+|\d*)(?:\.(\d*))?)");
-  const std::string s = trim(number);
+  const std::string s = trim(replace_all(number, "{,}", ","));
   std::smatch m;
   if (!std::regex_match(s, m, re) || (m[2].length() == 0 && m[3].length() == 0)) return s;
   std::string integer = replace_all(m[2].str(), ",", "");

@@ -148,9 +148,6 @@ std::vector<MetricResult> pass_at_k_metrics(const std::vector<GenSample>& sample
   for (int64_t k : ks) {
     std::vector<double> values;
     for (const auto& [problem, nc] : counts) {
-      if (k > nc.first)
-        throw Error("pass@" + std::to_string(k) + " needs at least " + std::to_string(k) + " samples per problem (--samples-per-problem is " +
-                    std::to_string(nc.first) + ")");
       values.push_back(pass_at_k(nc.first, nc.second, k));
     }
     out.push_back(mean_result("pass@" + std::to_string(k), values));
@@ -158,12 +155,25 @@ std::vector<MetricResult> pass_at_k_metrics(const std::vector<GenSample>& sample
   return out;
 }
 
+void check_gen_options(const GenTaskSpec& task, const GenEvalOptions& o) {
+  if (o.batch < 1) throw Error("--batch must be >= 1 (got " + std::to_string(o.batch) + ")");
+  if (!task.sampled) return;
+  if (o.samples < 1) throw Error("--samples-per-problem must be >= 1 (got " + std::to_string(o.samples) + ")");
+  if (o.temperatures.empty()) throw Error("--temperatures: give at least one temperature");
+  for (double t : o.temperatures)
+    if (!std::isfinite(t) || t < 0) throw Error("--temperatures: " + std::to_string(t) + " is not a temperature >= 0");
+  for (int64_t k : o.ks)
+    if (k < 1 || k > o.samples)
+      throw Error("--pass-k " + std::to_string(k) + ": pass@k needs 1 <= k <= --samples-per-problem (" +
+                  std::to_string(o.samples) + ")");
+}
+
 GenEvalResult evaluate_generation(const GenTaskSpec& task, const GenTaskData& data, const Tokenizer& tokenizer,
                                   const GenerateFn& generate_fn, const GenEvalOptions& o) {
+  check_gen_options(task, o);
   if (o.max_new_tokens < 1 || o.max_new_tokens >= o.context)
     throw Error("--max-new-tokens must be in [1, context) = [1, " + std::to_string(o.context) + ") (got " +
                 std::to_string(o.max_new_tokens) + ")");
-  if (o.batch < 1) throw Error("--batch must be >= 1 (got " + std::to_string(o.batch) + ")");
   const int64_t shots = o.shots < 0 ? task.default_shots : o.shots;
   const auto available = static_cast<int64_t>(data.problems.size());
   const int64_t n = o.limit < 0 ? available : std::min(o.limit, available);
@@ -182,6 +192,9 @@ GenEvalResult evaluate_generation(const GenTaskSpec& task, const GenTaskData& da
   const std::vector<GenProblem> problems(data.problems.begin(), data.problems.begin() + n);
 
   GenEvalResult result;
+  result.problems = n;
+  result.truncated_prompts = std::count(truncated.begin(), truncated.end(), true);
+  result.prompt_budget = static_cast<int64_t>(budget);
   if (!task.sampled) {
     result.samples = complete(task, prompts, truncated, problems, tokenizer, generate_fn, o, 0.0, 0, 0, n);
     for (auto& s : result.samples) score_answer(task, problems[s.problem], s);
@@ -189,8 +202,6 @@ GenEvalResult evaluate_generation(const GenTaskSpec& task, const GenTaskData& da
     return result;
   }
 
-  if (o.samples < 1) throw Error("--samples-per-problem must be >= 1 (got " + std::to_string(o.samples) + ")");
-  if (o.temperatures.empty()) throw Error("--temperatures: give at least one temperature");
   const int64_t total = n * o.samples * static_cast<int64_t>(o.temperatures.size());
   std::vector<GenMetric> per_temperature;
   for (double temperature : o.temperatures) {

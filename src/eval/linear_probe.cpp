@@ -46,6 +46,12 @@ LinearProbe fit_probe(const torch::Tensor& x, const torch::Tensor& y, int64_t cl
   return p;
 }
 
+void ProbeOptions::validate() const {
+  if (!std::isfinite(l2) || l2 < 0) throw Error("probe: --l2 must be a finite number >= 0 (got " + std::to_string(l2) + ")");
+  if (max_iter < 1) throw Error("probe: --max-iter must be >= 1 (got " + std::to_string(max_iter) + ")");
+  if (folds < 2) throw Error("probe: --folds must be >= 2 (got " + std::to_string(folds) + ")");
+}
+
 std::vector<int64_t> grouped_folds(const std::vector<std::string>& groups, int64_t folds, uint64_t seed) {
   if (folds < 2) throw Error("probe: --folds must be >= 2 (got " + std::to_string(folds) + ")");
   std::map<std::string, int64_t> sizes;

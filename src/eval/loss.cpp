@@ -15,24 +15,34 @@
 namespace fbt {
 namespace {
 
-/// UTF-8 bytes that tokens [start, start+n) of `shard` decode to, decoded in chunks of at most
-/// 2^20 tokens, each cut just after its last separator (EOS) so that no character is split.
+/// UTF-8 bytes of the text that tokens [start, start+n) of `shard` spell (start >= 1): the
+/// decoded length of tokens [start-1, start+n) minus that of token start-1 alone, so a decoder
+/// that treats the first token specially (a leading space mark) affects only the context token.
+/// Decoded in chunks of at most 2^20 tokens, each cut just after its last separator (EOS).
 int64_t decoded_bytes(const TokenShard& shard, int64_t start, int64_t n, const Tokenizer& tokenizer) {
   constexpr int64_t kChunk = int64_t{1} << 20;
   std::vector<int64_t> ids;
   int64_t bytes = 0;
   for (int64_t pos = start, end = start + n; pos < end;) {
-    ids.resize(static_cast<size_t>(std::min(kChunk, end - pos)));
-    shard.read(pos, static_cast<int64_t>(ids.size()), ids.data());
-    size_t take = ids.size();
+    ids.resize(static_cast<size_t>(std::min(kChunk, end - pos)) + 1);
+    shard.read(pos - 1, static_cast<int64_t>(ids.size()), ids.data());  // [context token, chunk...]
+    size_t take = ids.size() - 1;
     if (pos + static_cast<int64_t>(take) < end) {
-      const auto last_eos = std::find(ids.rbegin(), ids.rend(), tokenizer.eos_id());
-      if (last_eos != ids.rend()) take = static_cast<size_t>(ids.rend() - last_eos);
+      const auto last_eos = std::find(ids.rbegin(), ids.rend() - 1, tokenizer.eos_id());
+      if (last_eos != ids.rend() - 1) take = static_cast<size_t>(ids.rend() - last_eos) - 1;
     }
-    ids.resize(take);
-    bytes += static_cast<int64_t>(tokenizer.decode(ids).size());
+    ids.resize(take + 1);
+    bytes += static_cast<int64_t>(tokenizer.decode(ids).size()) -
+             static_cast<int64_t>(tokenizer.decode({ids.front()}).size());
     pos += static_cast<int64_t>(take);
   }
+  return bytes;
+}
+
+/// UTF-8 bytes of the targets `loader` scores: the target tokens of each of its windows.
+int64_t target_bytes(const SequentialLoader& loader, const TokenShard& shard, int64_t T, const Tokenizer& tokenizer) {
+  int64_t bytes = 0;
+  for (int64_t w = 0; w < loader.num_windows(); ++w) bytes += decoded_bytes(shard, loader.window_start(w) + 1, T, tokenizer);
   return bytes;
 }
 
@@ -62,9 +72,8 @@ struct EvalScope {
   ~EvalScope() { model->train(was_training); }
 };
 
-/// Summed nats -> bits per byte of the targets tokens[1, tokens+1) of `shard` (NaN for 0 bytes).
-double bits_per_byte(double nats, const TokenShard& shard, int64_t tokens, const Tokenizer& tokenizer) {
-  const int64_t bytes = decoded_bytes(shard, 1, tokens, tokenizer);
+/// Summed nats -> bits per byte of `bytes` target bytes (NaN for 0 bytes).
+double bits_per_byte(double nats, int64_t bytes) {
   return bytes > 0 ? nats / std::log(2.0) / static_cast<double>(bytes) : std::numeric_limits<double>::quiet_NaN();
 }
 
@@ -91,13 +100,13 @@ std::vector<LossResult> evaluate_loss(FBT& model, const TokenShard& shard, const
     if (o.sequential) nats.back() += summed_nats(sequential_logits(model, inputs), targets);
   }
 
-  const int64_t tokens = loader.num_windows() * T;
+  const int64_t tokens = loader.num_windows() * T, bytes = target_bytes(loader, shard, T, tokenizer);
   std::vector<LossResult> results;
   for (int64_t m = 0; m < n_modes; ++m) {
     LossResult r;
     r.name = m <= o.passes ? "passes=" + std::to_string(m) : "sequential";
     r.nats_per_token = nats[m] / static_cast<double>(tokens);
-    r.bits_per_byte = bits_per_byte(nats[m], shard, tokens, tokenizer);
+    r.bits_per_byte = bits_per_byte(nats[m], bytes);
     r.tokens = tokens;
     results.push_back(r);
   }
@@ -131,7 +140,7 @@ std::vector<ContractionPoint> contraction_curve(FBT& model, const TokenShard& sh
     }
   }
   const int64_t tokens = loader.num_windows() * T;
-  const double bpb_per_nat = bits_per_byte(1.0, shard, tokens, tokenizer);  // bits/byte of 1 nat
+  const double bpb_per_nat = bits_per_byte(1.0, target_bytes(loader, shard, T, tokenizer));  // bits/byte of 1 nat
   std::vector<ContractionPoint> curve;
   for (int64_t k = 0; k <= max_passes; ++k)
     curve.push_back({k, nats[k] / double(tokens), nats[k] * bpb_per_nat,

@@ -17,16 +17,26 @@ size_t argmax(const std::vector<double>& v) {
   return static_cast<size_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
+/// Characters of UTF-8 text as Python's len(str) counts them (code points): the bytes that do
+/// not continue a multi-byte sequence.
+int64_t code_points(const std::string& utf8) {
+  return std::count_if(utf8.begin(), utf8.end(), [](char b) { return (static_cast<unsigned char>(b) & 0xC0) != 0x80; });
+}
+
 /// The value of `metric` for one item, from its per-choice results.
 double item_value(Metric metric, const Doc& doc, const std::vector<ScoreResult>& scores) {
   std::vector<double> ll;
-  for (size_t c = 0; c < scores.size(); ++c)
-    ll.push_back(metric == Metric::AccNorm ? scores[c].loglik / static_cast<double>(doc.choices[c].size())
-                                           : scores[c].loglik);
+  for (size_t c = 0; c < scores.size(); ++c) {
+    const double length = metric == Metric::AccNorm    ? static_cast<double>(code_points(doc.choices[c]))
+                          : metric == Metric::AccBytes ? static_cast<double>(doc.choices[c].size())
+                                                       : 1.0;
+    ll.push_back(scores[c].loglik / length);
+  }
   const auto gold = static_cast<size_t>(doc.gold);
   switch (metric) {
     case Metric::Acc:
-    case Metric::AccNorm: return argmax(ll) == gold ? 1.0 : 0.0;
+    case Metric::AccNorm:
+    case Metric::AccBytes: return argmax(ll) == gold ? 1.0 : 0.0;
     case Metric::GreedyAcc: return scores[gold].greedy ? 1.0 : 0.0;
     case Metric::Perplexity: return scores[gold].loglik;
   }
@@ -77,7 +87,14 @@ ScoreRequest encode_request(const Tokenizer& tokenizer, const std::string& conte
   ScoreRequest r;
   r.context.push_back(tokenizer.eos_id());
   r.context.insert(r.context.end(), ctx_ids.begin(), ctx_ids.end());
-  r.continuation.assign(whole.begin() + static_cast<std::ptrdiff_t>(std::min(ctx_ids.size(), whole.size())), whole.end());
+  // whole = ctx_ids + the continuation's tokens unless a token spans the join (it merges the
+  // context's last characters with the continuation's first): then whole[|ctx_ids|:] would spell
+  // part of the context, or nothing, so the continuation is encoded on its own.
+  const bool splits = whole.size() > ctx_ids.size() && std::equal(ctx_ids.begin(), ctx_ids.end(), whole.begin());
+  if (splits)
+    r.continuation.assign(whole.begin() + static_cast<std::ptrdiff_t>(ctx_ids.size()), whole.end());
+  else
+    r.continuation = tokenizer.encode(cont);
   return r;
 }
 
@@ -103,8 +120,12 @@ std::vector<MetricResult> evaluate_task(const TaskSpec& task, const std::vector<
         prefix += example.contexts[example.gold] + kTargetDelimiter + example.choices[example.gold] + "\n\n";
       }
       const Doc& doc = docs[i];
-      for (size_t c = 0; c < doc.choices.size(); ++c)
+      for (size_t c = 0; c < doc.choices.size(); ++c) {
         requests.push_back(encode_request(tokenizer, prefix + doc.contexts[c], kTargetDelimiter + doc.choices[c]));
+        if (requests.back().continuation.empty())
+          throw Error("task " + task.name + ", item " + std::to_string(i) + ", choice " + std::to_string(c) +
+                      ": the continuation is empty (nothing to score)");
+      }
     }
     const auto results = scorer.score(requests);
     if (results.size() != requests.size()) throw Error("internal: the scorer returned a wrong number of results");

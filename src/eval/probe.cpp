@@ -2,6 +2,7 @@
 #include "fbt/eval/probe.h"
 
 #include <algorithm>
+#include <set>
 
 #include <torch/torch.h>
 
@@ -14,28 +15,37 @@ std::vector<ProbeLayerResult> evaluate_probe(FBT& model, const Tokenizer& tokeni
                                              const std::vector<SynthExample>& examples, const std::string& origin,
                                              const ProbeOptions& options,
                                              const std::function<void(int64_t, int64_t)>& on_progress) {
+  options.validate();
   if (examples.empty()) throw Error(origin + ": no examples");
   const std::string task = examples[0].task;
   const auto& labels = synth_labels(task);
   const auto device = model->parameters()[0].device();
   const int64_t N = examples.size();
-  std::vector<torch::Tensor> standard, recurrent;  // per example [L+1,D]
+  // Every record and the fold count are checked before the first forward pass.
+  std::vector<std::vector<int64_t>> ids(N);
   std::vector<int64_t> y;
   std::vector<std::string> groups;
   for (int64_t i = 0; i < N; ++i) {
     const auto& e = examples[i];
     const std::string where = origin + ": record " + std::to_string(i + 1);
     if (e.task != task) throw Error(where + ": task " + e.task + " after " + task + " (one task per file)");
-    const auto ids = tokenizer.encode(e.text);
-    if (ids.empty()) throw Error(where + ": empty text");
-    if (static_cast<int64_t>(ids.size()) > model->config().context)
-      throw Error(where + ": " + std::to_string(ids.size()) + " tokens exceed the model context " +
+    ids[i] = tokenizer.encode(e.text);
+    if (ids[i].empty()) throw Error(where + ": empty text");
+    if (static_cast<int64_t>(ids[i].size()) > model->config().context)
+      throw Error(where + ": " + std::to_string(ids[i].size()) + " tokens exceed the model context " +
                   std::to_string(model->config().context) + " (generate with fewer --distractors)");
-    const auto states = probe_states(model, torch::tensor(ids, torch::kLong).unsqueeze(0).to(device));
-    standard.push_back(states.standard.select(1, 0).select(1, -1).to(torch::kCPU));    // [L+1,D]
-    recurrent.push_back(states.recurrent.select(1, 0).select(1, -1).to(torch::kCPU));  // [L+1,D]
     y.push_back(std::find(labels.begin(), labels.end(), e.label) - labels.begin());
     groups.push_back(e.group);
+  }
+  const auto distinct = std::set<std::string>(groups.begin(), groups.end()).size();
+  if (static_cast<int64_t>(distinct) < options.folds)
+    throw Error(origin + ": " + std::to_string(distinct) + " distinct groups cannot fill --folds " +
+                std::to_string(options.folds) + " without splitting a group");
+  std::vector<torch::Tensor> standard, recurrent;  // per example [L+1,D]
+  for (int64_t i = 0; i < N; ++i) {
+    const auto states = probe_states(model, torch::tensor(ids[i], torch::kLong).unsqueeze(0).to(device));
+    standard.push_back(states.standard.select(1, 0).select(1, -1).to(torch::kCPU));    // [L+1,D]
+    recurrent.push_back(states.recurrent.select(1, 0).select(1, -1).to(torch::kCPU));  // [L+1,D]
     if (on_progress) on_progress(i + 1, N);
   }
   const auto labels_t = torch::tensor(y, torch::kLong);

@@ -242,6 +242,7 @@ std::string metric_name(Metric metric) {
     case Metric::Acc:
     case Metric::GreedyAcc: return "acc";
     case Metric::AccNorm: return "acc_norm";
+    case Metric::AccBytes: return "acc_bytes";
     case Metric::Perplexity: return "perplexity";
   }
   throw Error("internal: metric without a name");
@@ -251,14 +252,14 @@ const std::vector<TaskSpec>& builtin_tasks() {
   using M = Metric;
   using F = RecordFormat;
   static const std::vector<TaskSpec> tasks{
-      {"arc_easy", "ARC-Easy test (3-5 choices): acc, acc_norm", "arc/ARC-Easy-test.json", F::JsonArray, "",
-       arc_doc, {M::Acc, M::AccNorm}},
-      {"arc_challenge", "ARC-Challenge test (3-5 choices): acc, acc_norm", "arc/ARC-Challenge-test.json",
-       F::JsonArray, "", arc_doc, {M::Acc, M::AccNorm}},
-      {"piqa", "PIQA dev (2 choices): acc, acc_norm", "piqa/valid.jsonl", F::JsonLines, "piqa/valid-labels.lst",
-       piqa_doc, {M::Acc, M::AccNorm}},
-      {"hellaswag", "HellaSwag val (4 endings): acc, acc_norm", "hellaswag/hellaswag_val.txt", F::HellaSwagText, "",
-       hellaswag_doc, {M::Acc, M::AccNorm}},
+      {"arc_easy", "ARC-Easy test (3-5 choices): acc, acc_norm, acc_bytes", "arc/ARC-Easy-test.json", F::JsonArray, "",
+       arc_doc, {M::Acc, M::AccNorm, M::AccBytes}},
+      {"arc_challenge", "ARC-Challenge test (3-5 choices): acc, acc_norm, acc_bytes", "arc/ARC-Challenge-test.json",
+       F::JsonArray, "", arc_doc, {M::Acc, M::AccNorm, M::AccBytes}},
+      {"piqa", "PIQA dev (2 choices): acc, acc_norm, acc_bytes", "piqa/valid.jsonl", F::JsonLines, "piqa/valid-labels.lst",
+       piqa_doc, {M::Acc, M::AccNorm, M::AccBytes}},
+      {"hellaswag", "HellaSwag val (4 endings): acc, acc_norm, acc_bytes", "hellaswag/hellaswag_val.txt", F::HellaSwagText, "",
+       hellaswag_doc, {M::Acc, M::AccNorm, M::AccBytes}},
       {"winogrande", "WinoGrande 1.1 dev (2 options, partial evaluation): acc", "winogrande/winogrande-dev.json",
        F::JsonArray, "", winogrande_doc, {M::Acc}},
       {"lambada", "LAMBADA (OpenAI) test, last word: acc (greedy), perplexity", "lambada/lambada_test.jsonl",

@@ -43,6 +43,10 @@ TEST(AnswerExtraction, Gsm8kLastNumber) {
   EXPECT_EQ(extract_gsm8k_answer("It costs $2.50 each."), "2.5");
   EXPECT_EQ(extract_gsm8k_answer("Numbers 1, 2, 3"), "3");
   EXPECT_EQ(extract_gsm8k_answer("no digits here"), std::nullopt);
+  // LaTeX thousands separators (issue 20: "$9{,}500" gave "500").
+  EXPECT_EQ(extract_gsm8k_answer("The total is $9{,}500$."), "9500");
+  EXPECT_EQ(extract_gsm8k_answer("#### 1{,}234{,}567"), "1234567");
+  EXPECT_TRUE(gsm8k_answers_equal("9{,}500", "9500"));
 }
 
 TEST(AnswerExtraction, Gsm8kReferenceAndEquality) {

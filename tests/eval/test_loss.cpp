@@ -89,21 +89,56 @@ TEST_F(EvalLoss, LastPassMatchesSequentialWhenPassesCoverTheWindow) {
             100 * std::abs(results[kContext].nats_per_token - results.back().nats_per_token));
 }
 
-// (c) Byte tokenizer: the scored targets' bytes are the ids below 256 (specials decode to nothing).
-TEST_F(EvalLoss, BitsPerByteUsesTheTargetsUtf8Bytes) {
+/// Bytes of the targets SequentialLoader hands out for (path, T, max_tokens): with the byte
+/// tokenizer one per id below 256 (specials decode to nothing).
+int64_t loader_target_bytes(const std::string& path, int64_t max_tokens) {
+  SequentialLoader loader(TokenShard::open(path), 1, kContext, max_tokens);
+  int64_t bytes = 0;
+  while (auto batch = loader.next()) bytes += (batch->second < 256).sum().item<int64_t>();
+  return bytes;
+}
+
+// (c) Byte tokenizer: bits per byte divide by the bytes of the targets actually scored. With
+// max_tokens below the shard, the windows are spread over it (here 3 of 5: windows 0, 1, 3), so
+// the bytes are not those of a prefix of the shard.
+TEST_F(EvalLoss, BitsPerByteUsesTheScoredTargetsUtf8Bytes) {
   auto model = make_test_model(config);
   LossEvalOptions o;
   o.max_tokens = 3 * kContext;
   o.passes = 1;
   const auto results = evaluate_loss(model, TokenShard::open(shard_path), tokenizer, o);
-  const int64_t tokens = 3 * kContext;
-  int64_t bytes = 0;
-  for (int64_t i = 1; i <= tokens; ++i) bytes += stream[i] < 256;
-  ASSERT_LT(bytes, tokens);  // the range holds separators
+  const int64_t tokens = 3 * kContext, bytes = loader_target_bytes(shard_path, o.max_tokens);
+  ASSERT_LT(bytes, tokens);  // the windows hold separators
   for (const auto& r : results) {
     EXPECT_EQ(r.tokens, tokens);
     EXPECT_NEAR(r.bits_per_byte, r.nats_per_token * tokens / (std::log(2.0) * bytes), 1e-12);
   }
+}
+
+// Issue 20's reproduction, scaled down: a split of many one-byte documents (byte, EOS) followed by
+// a few long ones. A prefix of the shard is half separators, the spread windows mostly text: the
+// prefix's byte count was 1.4x too small here (bits per byte reported 6.81 instead of 4.80 there).
+TEST_F(EvalLoss, BitsPerByteOverUnevenDocumentsCountsTheSpreadWindows) {
+  std::vector<int64_t> uneven;
+  for (int i = 0; i < 200; ++i) uneven.insert(uneven.end(), {'a' + i % 26, ByteTokenizer::kEos});
+  for (int d = 0; d < 10; ++d) {
+    for (int i = 0; i < 100; ++i) uneven.push_back('a' + (i * 7 + d) % 26);
+    uneven.push_back(ByteTokenizer::kEos);
+  }
+  const auto path = (dir / "uneven.bin").string();
+  ShardWriter writer(path, ByteTokenizer::kVocab);
+  writer.append(uneven);
+  writer.close();
+  auto model = make_test_model(config);
+  LossEvalOptions o;
+  o.max_tokens = 10 * kContext;  // 10 of the shard's 88 windows
+  o.passes = 0;
+  const auto r = evaluate_loss(model, TokenShard::open(path), tokenizer, o).at(0);
+  const int64_t tokens = 10 * kContext, bytes = loader_target_bytes(path, o.max_tokens);
+  int64_t prefix_bytes = 0;  // what the old code divided by
+  for (int64_t i = 1; i <= tokens; ++i) prefix_bytes += uneven[i] < 256;
+  ASSERT_GT(bytes, prefix_bytes + tokens / 4);
+  EXPECT_NEAR(r.bits_per_byte, r.nats_per_token * tokens / (std::log(2.0) * bytes), 1e-12);
 }
 
 TEST_F(EvalLoss, ShardOfAnotherVocabIsRejected) {

@@ -87,6 +87,58 @@ TEST(EvalMC, AccAndAccNormOnHandBuiltTask) {
   EXPECT_EQ(stub.contexts.size(), 7u);  // 2 + 2 + 3 choices
 }
 
+// acc_norm divides by characters as lm-evaluation-harness does (len() of the choice), acc_bytes
+// by UTF-8 bytes: gold "café" at −5.0 vs "cafe" at −4.4 is −5/4 < −4.4/4 by characters (acc_norm
+// 0) but −5/5 > −4.4/4 by bytes (acc_bytes 1).
+TEST(EvalMC, AccNormCountsCharactersAndAccBytesCountsBytes) {
+  const std::vector<Doc> docs{make_doc("Q", {"caf\xC3\xA9", "cafe"}, 0)};
+  StubScorer stub;
+  stub.table = {{" caf\xC3\xA9", {-5.0, false}}, {" cafe", {-4.4, false}}};
+  McEvalOptions o;
+  o.shots = 0;
+  const auto r = evaluate_task(make_task({Metric::Acc, Metric::AccNorm, Metric::AccBytes}, 0), docs, ByteTokenizer(), stub, o);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].metric, "acc");
+  EXPECT_EQ(r[0].value, 0.0);
+  EXPECT_EQ(r[1].metric, "acc_norm");
+  EXPECT_EQ(r[1].value, 0.0);
+  EXPECT_EQ(r[2].metric, "acc_bytes");
+  EXPECT_EQ(r[2].value, 1.0);
+}
+
+// A BPE tokenizer whose tokens span the context/continuation join at some splits (so that
+// encode(context + continuation) does not start with encode(context)): at every split of every
+// text the continuation tokens spell exactly the continuation (with the context's trailing spaces
+// moved to it), never nothing, and the context tokens exactly the rest. Splitting
+// encode(whole) at |encode(context)| alone, the old rule, misspells some of these splits.
+TEST(EvalMC, ContinuationTokensSpellExactlyTheContinuationAtEverySplit) {
+  std::string corpus;
+  for (int i = 0; i < 300; ++i) corpus += "Answer: yes, it is.\nQuestion: is it so?\nAnswer: no, it was not.\n";
+  BpeTrainOptions bo;
+  bo.vocab_size = 320;
+  const auto tok = BpeTokenizer::train({corpus}, bo);
+  int64_t old_rule_wrong = 0;
+  for (const std::string text : {"Answer", "Question: is it so? Answer: yes", "caf\xC3\xA9 Answer:  no"}) {
+    for (size_t i = 1; i < text.size(); ++i) {
+      std::string context = text.substr(0, i), continuation = text.substr(i);
+      if ((static_cast<unsigned char>(continuation[0]) & 0xC0) == 0x80) continue;  // inside a character
+      const auto r = encode_request(*tok, context, continuation);
+      const size_t kept = context.find_last_not_of(' ') + 1;
+      continuation = context.substr(kept) + continuation;
+      context.resize(kept);
+      const std::string where = "split " + std::to_string(i) + " of '" + text + "'";
+      ASSERT_FALSE(r.continuation.empty()) << where;
+      EXPECT_EQ(tok->decode(r.continuation), continuation) << where;
+      EXPECT_EQ(r.context.front(), tok->eos_id());
+      EXPECT_EQ(tok->decode(std::vector<int64_t>(r.context.begin() + 1, r.context.end())), context) << where;
+      const auto whole = tok->encode(context + continuation), ctx = tok->encode(context);
+      const std::vector<int64_t> old(whole.begin() + std::min(ctx.size(), whole.size()), whole.end());
+      old_rule_wrong += tok->decode(old) != continuation;
+    }
+  }
+  EXPECT_GT(old_rule_wrong, 0) << "no split has a token across the join: the test would not see the bug";
+}
+
 // LAMBADA-style cloze: acc is the greedy flag of the single choice; perplexity is
 // exp(−mean summed loglik) = exp(2) for logliks −1, −2, −3 (sd 1: stderr exp(2)/sqrt(3)).
 TEST(EvalMC, ClozeGreedyAccuracyAndPerplexity) {
@@ -375,7 +427,7 @@ TEST_F(EvalMCCli, PrintsTableAndWritesJsonMatchingInProcessScores) {
   EXPECT_EQ(json.at("config").at("vocab_size"), ByteTokenizer::kVocab);
   EXPECT_NE(json.at("checkpoint").get<std::string>().find("step-0000001"), std::string::npos);
   const auto& rows = json.at("results");
-  ASSERT_EQ(rows.size(), 4u);
+  ASSERT_EQ(rows.size(), 6u);  // 2 modes x acc, acc_norm, acc_bytes
   const auto docs = load_docs(find_task("arc_easy"), data.string());
   McEvalOptions o;
   o.shots = 2;

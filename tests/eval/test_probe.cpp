@@ -151,5 +151,23 @@ TEST_F(EvalProbeCli, SynthThenProbeWritesTableAndJson) {
   EXPECT_NE(r.err.find("record 1:"), std::string::npos) << r.err;
 }
 
+// Options that cannot give a trained probe are errors naming the flag, before the checkpoint is
+// loaded (a missing --checkpoint would otherwise be reported first); too many folds for the
+// file's groups is an error before any forward pass, not after feature extraction.
+TEST_F(EvalProbeCli, BadProbeOptionsFailBeforeAnyWork) {
+  const auto f = (dir / "memory.jsonl").string();
+  ASSERT_EQ(fbt_cli("synth --task memory --n 8 --distractors 0 --seed 3 --out " + f).rc, 0);
+  for (const std::string bad : {"--max-iter 0", "--max-iter -1", "--l2 -1", "--l2 nan", "--folds 1"}) {
+    const auto r = fbt_cli("eval-probe " + f + " --checkpoint " + (dir / "nowhere").string() + " " + bad);
+    EXPECT_EQ(r.rc, 1) << bad;
+    const std::string flag = bad.substr(0, bad.find(' '));
+    EXPECT_NE(r.err.find("error: probe: " + flag), std::string::npos) << bad << ": " << r.err;
+  }
+  const auto r = fbt_cli("eval-probe " + f + " --checkpoint " + (dir / "run").string() + " --folds 9");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("cannot fill --folds 9"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("examples"), std::string::npos) << "features were extracted first: " << r.err;
+}
+
 }  // namespace
 }  // namespace fbt

@@ -139,6 +139,10 @@ class SequentialLoader {
   void reset() { next_window_ = rank_; }
   /// Windows over all ranks; each scores T target tokens.
   int64_t num_windows() const { return num_windows_; }
+  /// Shard offset of window w's first input token: windows are spread evenly over the shard
+  /// (w·M/n windows of T, M the shard's windows, n the scored ones), so window w's targets are
+  /// tokens [window_start(w) + 1, window_start(w) + T + 1).
+  int64_t window_start(int64_t w) const { return w * shard_windows_ / num_windows_ * seq_; }
 
  private:
   TokenShard shard_;

@@ -13,7 +13,7 @@
 
 namespace fbt {
 
-/// Canonical text of a decimal number: thousands commas, a leading '+' or '$' and leading zeros
+/// Canonical text of a decimal number: thousands commas (also LaTeX's "{,}"), a leading '+' or '$' and leading zeros
 /// removed, trailing zeros of the fraction and a bare trailing '.' dropped, ".5" -> "0.5",
 /// "-0" -> "0". So "1,234" -> "1234", "18.00" -> "18", "-3.50" -> "-3.5". A string that is not
 /// such a number comes back with surrounding whitespace trimmed and otherwise unchanged.

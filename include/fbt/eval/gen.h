@@ -61,6 +61,9 @@ struct GenMetric {
 struct GenEvalResult {
   std::vector<GenMetric> metrics;
   std::vector<GenSample> samples;
+  int64_t problems = 0;          ///< problems evaluated
+  int64_t truncated_prompts = 0; ///< of them, prompts left-truncated to prompt_budget tokens
+  int64_t prompt_budget = 0;     ///< context − max_new_tokens
 };
 
 /// `text` up to (excluding) the first occurrence of any of `stops`.
@@ -103,5 +106,11 @@ std::vector<MetricResult> pass_at_k_metrics(const std::vector<GenSample>& sample
 /// max_new_tokens ≥ context or a k above samples.
 GenEvalResult evaluate_generation(const GenTaskSpec& task, const GenTaskData& data, const Tokenizer& tokenizer,
                                   const GenerateFn& generate_fn, const GenEvalOptions& options);
+
+/// The checks of evaluate_generation that need no model (it runs them first): batch ≥ 1; for a
+/// sampled task also samples ≥ 1, at least one temperature, each ≥ 0 and finite, and every k of
+/// pass@k in [1, samples]. Throws fbt::Error naming the flag; `fbt eval` calls it before loading
+/// the checkpoint or opening any output, so bad options cost no generation and leave no file.
+void check_gen_options(const GenTaskSpec& task, const GenEvalOptions& options);
 
 }  // namespace fbt

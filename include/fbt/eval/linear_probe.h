@@ -17,6 +17,10 @@ struct ProbeOptions {
   int64_t max_iter = 200;   ///< L-BFGS iterations
   int64_t folds = 4;        ///< k of grouped k-fold cross-validation (≥ 2)
   uint64_t seed = 0;        ///< assignment of groups to folds
+
+  /// Throws fbt::Error naming the flag (--l2, --max-iter, --folds) unless l2 is finite and ≥ 0,
+  /// max_iter ≥ 1 and folds ≥ 2.
+  void validate() const;
 };
 
 /// A fitted probe: logits = ((x - mean) / std) · W + b.

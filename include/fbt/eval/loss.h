@@ -33,11 +33,12 @@ struct LossEvalOptions {
 /// from one forward_passes call per batch. "sequential" is sequential_logits (exact soft
 /// recurrence, T cached steps per window).
 ///
-/// Bytes for bits per byte are exact: the scored targets form the contiguous range
-/// tokens[1, nT+1), decoded with `tokenizer` (separators decode to nothing, as in meta.json's
-/// split bytes). The range is decoded in chunks of 2^20 tokens cut after a separator; only a
-/// character spelled by byte-fallback pieces across a cut in a chunk without any separator can
-/// be miscounted. Runs in eval mode under torch::NoGradGuard on the model's device; restores the
+/// Bits per byte divide by the UTF-8 bytes of exactly the scored targets: window w's target
+/// tokens [s_w+1, s_w+T+1) (SequentialLoader::window_start; the windows are spread over the
+/// shard, not a prefix of it), each window's bytes being the decoded length of its targets
+/// after one context token minus that token's own (separators decode to nothing, as in
+/// meta.json's split bytes). A character spelled by byte-fallback pieces that straddle a window
+/// edge (or a 2^20-token decoding chunk without a separator) can be counted as U+FFFD. Runs in eval mode under torch::NoGradGuard on the model's device; restores the
 /// model's training flag. Throws fbt::Error if passes < 0, batch < 1, the shard's vocab differs
 /// from the model's, or the shard holds no full window.
 std::vector<LossResult> evaluate_loss(FBT& model, const TokenShard& shard, const Tokenizer& tokenizer,

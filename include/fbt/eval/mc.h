@@ -22,7 +22,7 @@ struct McEvalOptions {
 
 /// One reported number.
 struct MetricResult {
-  std::string metric;  ///< metric_name(): "acc", "acc_norm" or "perplexity"
+  std::string metric;  ///< metric_name(): "acc", "acc_norm", "acc_bytes" or "perplexity"
   double value;        ///< accuracy in [0, 1], or perplexity
   double stderr_;      ///< standard error of value (NaN for n < 2)
   int64_t n;           ///< items evaluated
@@ -44,7 +44,10 @@ std::vector<int64_t> fewshot_indices(int64_t pool_size, int64_t shots, uint64_t 
 /// spaces of the context move to the front of the continuation, the continuation's tokens are
 /// encode(context + continuation) after the first |encode(context)| tokens, and the context
 /// tokens are [EOS] + encode(context) (training documents follow an EOS, so the prompt starts a
-/// document, as in `fbt generate`).
+/// document, as in `fbt generate`). Where encode(context + continuation) does not start with
+/// encode(context) (a token spans the join) or has nothing after it, the continuation is encoded
+/// on its own instead, so the scored tokens always spell exactly the continuation (with the moved
+/// spaces); they are empty only for an empty continuation.
 ScoreRequest encode_request(const Tokenizer& tokenizer, const std::string& context, const std::string& continuation);
 
 /// Evaluates `task` on `docs` (load_docs): the last task.fewshot_pool docs form the few-shot pool,
@@ -55,8 +58,9 @@ ScoreRequest encode_request(const Tokenizer& tokenizer, const std::string& conte
 /// of fewshot_indices(pool, shots, seed, i), each followed by "\n\n" (lm-eval's
 /// fewshot_delimiter). Returns one MetricResult per task.metrics entry:
 ///  - acc:        mean of [argmax_c loglik_c == gold]; ties go to the first choice (numpy argmax)
-///  - acc_norm:   the same with loglik_c / UTF-8 bytes of choices[c] (lm-eval divides by the
-///                choice's length in characters without the delimiter: equal for ASCII text)
+///  - acc_norm:   the same with loglik_c / characters of choices[c] (Unicode code points, without
+///                the delimiter: lm-eval's len(choice))
+///  - acc_bytes:  the same with loglik_c / UTF-8 bytes of choices[c] (equal to acc_norm for ASCII)
 ///  - acc (cloze): mean of greedy (every continuation token is the argmax)
 ///  - perplexity: exp(−mean_i loglik_i), loglik_i the item's summed continuation log-likelihood
 ///                (lm-eval's perplexity aggregation: per item, not per token)

@@ -25,8 +25,9 @@ struct ProbeLayerResult {
 /// recurrent prefill (probe_states, one example per forward), and cross-validates a probe per
 /// mode and layer (cross_validate_probe with the examples' groups; labels indexed in
 /// synth_labels). Returns standard layers 0..L, then recurrent layers 0..L. `on_progress(done,
-/// total)` is called after each example if set. Throws fbt::Error naming `origin` and the
-/// record when examples mix tasks, a text is empty or longer than the model context, and as
+/// total)` is called after each example if set. Throws fbt::Error, before any forward pass, for
+/// bad options (ProbeOptions::validate) and fewer distinct groups than folds; naming `origin` and
+/// the record when examples mix tasks, a text is empty or longer than the model context; and as
 /// cross_validate_probe.
 std::vector<ProbeLayerResult> evaluate_probe(FBT& model, const Tokenizer& tokenizer,
                                              const std::vector<SynthExample>& examples, const std::string& origin,

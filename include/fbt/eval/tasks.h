@@ -45,12 +45,14 @@ struct Doc {
 /// A reported metric (lm-eval's names and definitions).
 enum class Metric {
   Acc,         ///< "acc": the choice with the highest summed log-likelihood is gold
-  AccNorm,     ///< "acc_norm": the highest log-likelihood / UTF-8 bytes of choices[i] is gold
+  AccNorm,     ///< "acc_norm": the highest log-likelihood / characters of choices[i] is gold
+               ///< (lm-evaluation-harness: len() of the choice string, i.e. Unicode code points)
+  AccBytes,    ///< "acc_bytes": the same with UTF-8 bytes of choices[i] (fbt's former acc_norm)
   GreedyAcc,   ///< "acc" of a cloze task (one choice): greedy argmax reproduces every token
   Perplexity,  ///< "perplexity": exp(−mean over items of the continuation's summed log-likelihood)
 };
 
-/// The metric's name in tables and JSON ("acc", "acc_norm", "perplexity").
+/// The metric's name in tables and JSON ("acc", "acc_norm", "acc_bytes", "perplexity").
 std::string metric_name(Metric metric);
 
 /// How a task file is read into JSON records.
