@@ -30,6 +30,12 @@ int main(int argc, char** argv) {
   } catch (const std::runtime_error& e) {  // c10d/Gloo: a peer rank died or timed out
     std::cerr << "error: " << e.what() << "\n";
     return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of memory (a size or count too large for this machine?)\n";
+    return 1;
+  } catch (const std::exception& e) {  // JSON library, std::invalid_argument, ...: never an abort
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
   }
   return 0;
 }

@@ -219,10 +219,14 @@ void TrainingRun::load_config() {
     const auto run_json = out_ / "run.json";
     if (!fs::is_regular_file(run_json) || !fs::is_regular_file(out_ / "latest"))
       throw Error("--resume: " + opt_.out_dir + " holds no run to resume (needs run.json and latest)");
-    std::ifstream f(run_json);
-    stored_ = nlohmann::json::parse(f);
-    rc_.model = ModelConfig::from_json(stored_.at("config").at("model"), run_json.string() + ": model");
-    fields_from_json(stored_.at("config").at("train"), run_json.string() + ": train", rc_.train);
+    try {
+      std::ifstream f(run_json);
+      stored_ = nlohmann::json::parse(f);
+      rc_.model = ModelConfig::from_json(stored_.at("config").at("model"), run_json.string() + ": model");
+      fields_from_json(stored_.at("config").at("train"), run_json.string() + ": train", rc_.train);
+    } catch (const nlohmann::json::exception& e) {  // truncated, not JSON, or without the config
+      throw Error("--resume: " + run_json.string() + ": " + e.what());
+    }
     if (!opt_.sets.empty() || !opt_.config.empty())
       throw Error("--resume continues the stored config (run.json); --config and --set are not allowed");
   } else {
@@ -317,8 +321,13 @@ void TrainingRun::resume_from_latest() {
   load_weights((dir / "model.safetensors").string(), model_);
   const auto opt_file = (dir / "optimizer.safetensors").string();
   optimizer_->load_state(load_tensors(opt_file).tensors, opt_file);
-  std::ifstream tf(dir / "trainer.json");
-  const auto tj = nlohmann::json::parse(tf);
+  nlohmann::json tj;
+  try {
+    std::ifstream tf(dir / "trainer.json");
+    tj = nlohmann::json::parse(tf);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("--resume: " + (dir / "trainer.json").string() + ": " + e.what());
+  }
   const int64_t saved_world = tj.value("world_size", int64_t(1));
   if (saved_world != env_.world_size)
     throw Error("--resume: " + dir.string() + " was written by a run of " + std::to_string(saved_world) +

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli_test_helpers.h"
 #include "fbt/data/prepare.h"
 #include "spawn_logged.h"
 #include "temp_dir.h"
@@ -98,6 +99,21 @@ TEST(TrainCli, SigintWritesACheckpointAndResumeContinues) {
   EXPECT_EQ(progress.at("token_equivalent").get<int64_t>(), token_equivalent);
   EXPECT_GT(progress.at("wall_s").get<double>(), 0.0);
   EXPECT_TRUE(progress.at("val").contains("fused1"));  // the last step validates
+}
+
+// A damaged run.json (empty object, truncated, not JSON) on --resume is an error naming the file,
+// never an abort (exit 134 from an uncaught JSON-library exception before issue 21).
+TEST(TrainCli, DamagedRunJsonOnResumeIsAnErrorNamingTheFile) {
+  testing::TempDir tmp;
+  const auto run = tmp.path / "run";
+  fs::create_directories(run);
+  std::ofstream(run / "latest") << "step-0000001\n";
+  for (const std::string damaged : {"{}", "{\"config\": {\"mod", "not json"}) {
+    std::ofstream(run / "run.json") << damaged;
+    const auto r = testing::run_cli(tmp.path, "train --data " + (tmp.path / "data").string() + " --out " + run.string() + " --resume");
+    EXPECT_EQ(r.rc, 1) << damaged << ": " << r.err;
+    EXPECT_NE(r.err.find("error: --resume: " + (run / "run.json").string() + ": "), std::string::npos) << damaged << ": " << r.err;
+  }
 }
 
 }  // namespace
