@@ -160,6 +160,13 @@ std::vector<MetricResult> pass_at_k_metrics(const std::vector<GenSample>& sample
 
 GenEvalResult evaluate_generation(const GenTaskSpec& task, const GenTaskData& data, const Tokenizer& tokenizer,
                                   const GenerateFn& generate_fn, const GenEvalOptions& o) {
+  if (task.check == AnswerCheck::Program) {
+    if (!o.allow_code_execution)
+      throw Error("task " + task.name +
+                  " executes model-generated code: set GenEvalOptions::allow_code_execution (fbt eval "
+                  "--allow-code-execution) to run it in the bubblewrap sandbox (include/fbt/eval/sandbox.h)");
+    check_sandbox(o.sandbox);
+  }
   if (o.max_new_tokens < 1 || o.max_new_tokens >= o.context)
     throw Error("--max-new-tokens must be in [1, context) = [1, " + std::to_string(o.context) + ") (got " +
                 std::to_string(o.max_new_tokens) + ")");
