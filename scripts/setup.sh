@@ -15,6 +15,7 @@ done
 pkgs=(cmake g++ make git libtorch-dev sentencepiece
       nlohmann-json3-dev libcli11-dev libgtest-dev libssl-dev zlib1g-dev fortunes
       python3  # runs HumanEval/MBPP programs in the sandbox (fbt eval)
+      bubblewrap  # that sandbox: bwrap, namespaces + read-only system (include/fbt/eval/sandbox.h)
       libgloo-dev  # headers of Gloo, the CPU collectives of libtorch's c10d (distributed training)
       libopenblas0-pthread  # optimised BLAS: libtorch-dev alone pulls the reference BLAS
       libblas-dev  # links the CPU decode step to that BLAS (src/infer/cpu_decoder.cpp)

@@ -125,7 +125,24 @@ std::string samples_file(const EvalArgs& a) {
   return std::filesystem::path(a.out).replace_extension(".samples.jsonl").string();
 }
 
+/// Refuses code tasks unless --allow-code-execution was given, and checks that their sandbox
+/// works here; both before anything is loaded or generated.
+void check_code_execution(const EvalArgs& a) {
+  std::string code;  // the code tasks asked for, "humaneval, mbpp"
+  for (const auto& name : a.tasks) {
+    const GenTaskSpec* task = find_gen_task(name);
+    if (task != nullptr && task->check == AnswerCheck::Program) code += (code.empty() ? "" : ", ") + name;
+  }
+  if (code.empty()) return;
+  if (!a.gen.allow_code_execution)
+    throw Error(code + ": these tasks execute model-generated Python code; pass --allow-code-execution to run it "
+                       "in the bubblewrap sandbox (own namespaces, read-only system, private tmpfs work dir, no "
+                       "network; include/fbt/eval/sandbox.h)");
+  check_sandbox(a.gen.sandbox);
+}
+
 void run_eval(const EvalArgs& a) {
+  check_code_execution(a);
   if (a.fused_passes < 1) throw Error("--fused-passes must be >= 1 (got " + std::to_string(a.fused_passes) + ")");
   std::vector<std::string> mc, gen;  // task names by kind, in command-line order
   for (const auto& name : a.tasks) (find_gen_task(name) ? gen : mc).push_back(name);
@@ -219,6 +236,9 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--sandbox-timeout", a->gen.sandbox.timeout_seconds, "Code tasks: wall-clock seconds per program")
       ->capture_default_str();
   cmd->add_option("--sandbox-jobs", a->gen.sandbox_jobs, "Code tasks: programs run at once")->capture_default_str();
+  cmd->add_flag("--allow-code-execution", a->gen.allow_code_execution,
+                "Code tasks (humaneval, mbpp): execute the model's programs, in the bubblewrap sandbox "
+                "(required for them)");
   cmd->callback([a] {
     a->gen.shots = a->options.shots;
     a->gen.limit = a->options.limit;

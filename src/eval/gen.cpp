@@ -157,6 +157,13 @@ std::vector<MetricResult> pass_at_k_metrics(const std::vector<GenSample>& sample
 
 void check_gen_options(const GenTaskSpec& task, const GenEvalOptions& o) {
   if (o.batch < 1) throw Error("--batch must be >= 1 (got " + std::to_string(o.batch) + ")");
+  if (task.check == AnswerCheck::Program) {
+    if (!o.allow_code_execution)
+      throw Error("task " + task.name +
+                  " executes model-generated code: set GenEvalOptions::allow_code_execution (fbt eval "
+                  "--allow-code-execution) to run it in the bubblewrap sandbox (include/fbt/eval/sandbox.h)");
+    check_sandbox(o.sandbox);
+  }
   if (!task.sampled) return;
   if (o.samples < 1) throw Error("--samples-per-problem must be >= 1 (got " + std::to_string(o.samples) + ")");
   if (o.temperatures.empty()) throw Error("--temperatures: give at least one temperature");

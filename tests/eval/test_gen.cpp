@@ -10,6 +10,7 @@
 #include "cli_test_helpers.h"
 #include "fbt/eval/gen.h"
 #include "fbt/util/error.h"
+#include "sandbox_helpers.h"
 #include "temp_dir.h"
 
 namespace fbt {
@@ -109,18 +110,9 @@ TEST(EvalGen, MbppPromptIsThreeFixedShotsWithTestsShown) {
             "assert remove_Occ(\"PHP\",\"P\") == \"H\"\n");
 }
 
-/// Whether a python3 can be started in the sandbox at all.
-bool python_available() {
-  try {
-    return run_python("pass").status == SandboxStatus::kPassed;
-  } catch (const Error&) {
-    return false;
-  }
-}
-
 TEST(EvalGen, HumanEvalHarnessPassesFailsAndTimesOut) {
   LOAD_OR_SKIP(data, "humaneval");
-  if (!python_available()) GTEST_SKIP() << "python3 cannot be run in the sandbox";
+  REQUIRE_SANDBOX();
   const std::string right =
       "    for i, a in enumerate(numbers):\n"
       "        for b in numbers[i + 1:]:\n"
@@ -288,14 +280,14 @@ TEST(EvalGen, CliRunsMathAndCodeTasksInAllModes) {
   if (!fs::exists(fs::path(FBT_SHARED_DATA) / "gsm8k" / "test.jsonl") ||
       !fs::exists(fs::path(FBT_SHARED_DATA) / "humaneval" / "HumanEval.jsonl.gz"))
     GTEST_SKIP() << "no GSM8K / HumanEval in shared/data";
-  if (!python_available()) GTEST_SKIP() << "python3 cannot be run in the sandbox";
+  REQUIRE_SANDBOX();
   testing::TempDir tmp;
   const fs::path run = tmp.path / "run", out = tmp.path / "results.json";
   testing::make_run_dir(run, ByteTokenizer::kVocab);
   const auto r = testing::run_cli(
       tmp.path, "eval gsm8k humaneval --checkpoint " + run.string() + " --data-dir " + FBT_SHARED_DATA +
                     " --modes all --limit 2 --max-new-tokens 16 --samples-per-problem 3 --temperatures 0.5"
-                    " --pass-k 1,3 --sandbox-timeout 5 --out " + out.string());
+                    " --pass-k 1,3 --sandbox-timeout 5 --allow-code-execution --out " + out.string());
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("| task | mode | metric | temperature | value | stderr | n |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| gsm8k | soft | pass@1 | 0 |"), std::string::npos) << r.out;
@@ -334,6 +326,99 @@ TEST(EvalGen, CliRunsMathAndCodeTasksInAllModes) {
 
   const auto help = testing::run_cli(tmp.path, "eval --help");
   for (const auto& t : builtin_gen_tasks()) EXPECT_NE(help.out.find(t.name), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--allow-code-execution"), std::string::npos) << help.out;
+}
+
+// A code task runs only with GenEvalOptions::allow_code_execution: without it evaluate_generation
+// throws before generating anything; with it the stub's right answer passes in the sandbox.
+TEST(EvalGen, HumanEvalNeedsAllowCodeExecution) {
+  const GenTaskSpec& task = *find_gen_task("humaneval");
+  GenTaskData data;
+  GenProblem p;
+  p.id = "Test/0";
+  p.prompt = "def f():\n";
+  p.program_prefix = p.prompt;
+  p.tests = "\nassert f() == 1\n";
+  data.problems.push_back(p);
+  const ByteTokenizer bytes;
+  int calls = 0;
+  const GenerateFn stub = [&](const std::vector<std::vector<int64_t>>& prompts, const GenerationOptions&) {
+    ++calls;
+    return std::vector<std::vector<int64_t>>(prompts.size(), bytes.encode("    return 1\n"));
+  };
+  GenEvalOptions o;
+  o.context = 1000;
+  o.max_new_tokens = 32;
+  o.samples = 2;
+  o.temperatures = {0.5};
+  o.ks = {1};
+  try {
+    evaluate_generation(task, data, bytes, stub, o);
+    ADD_FAILURE() << "ran code without allow_code_execution";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("allow_code_execution"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bubblewrap"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(calls, 0);
+  REQUIRE_SANDBOX();
+  o.allow_code_execution = true;
+  const auto r = evaluate_generation(task, data, bytes, stub, o);
+  EXPECT_EQ(calls, 2);
+  ASSERT_EQ(r.samples.size(), 2u);
+  for (const auto& s : r.samples) EXPECT_EQ(s.status, "passed");
+  ASSERT_FALSE(r.metrics.empty());
+  EXPECT_EQ(r.metrics[0].result.value, 1.0);
+}
+
+// `fbt eval` with a code task and without --allow-code-execution stops before it looks at the
+// checkpoint (which does not exist here); math tasks need no such flag.
+TEST(EvalGen, CliRefusesCodeTasksWithoutAllowCodeExecution) {
+  testing::TempDir tmp;
+  const std::string where = " --checkpoint " + (tmp.path / "no-such-run").string() + " --data-dir " +
+                            (tmp.path / "no-such-data").string();
+  for (const std::string tasks : {"humaneval", "gsm8k mbpp"}) {
+    const auto r = testing::run_cli(tmp.path, "eval " + tasks + where);
+    EXPECT_EQ(r.rc, 1) << tasks;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find("--allow-code-execution"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("bubblewrap sandbox"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("no-such-run"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "") << tasks;
+  }
+  const auto math = testing::run_cli(tmp.path, "eval gsm8k" + where);
+  EXPECT_EQ(math.rc, 1);
+  EXPECT_EQ(math.err.find("--allow-code-execution"), std::string::npos) << math.err;
+}
+
+// Every process a code task's program starts is gone when `fbt eval` exits: the task's own
+// prompt starts a setsid'd `sh` under a unique name (the model's completion lands in a string
+// literal, so that any completion leaves the program valid Python).
+TEST(EvalGen, CliCodeTasksLeaveNoProcessBehind) {
+  REQUIRE_SANDBOX();
+  testing::TempDir tmp;
+  const std::string marker = "fbt-escape-" + std::to_string(::getpid()) + "-cli";
+  const nlohmann::json record{
+      {"task_id", "Escape/0"},
+      {"prompt", "# -*- coding: latin-1 -*-\nimport os\nif os.fork() == 0:\n    os.setsid()\n"
+                 "    os.execv('/bin/sh', ['" + marker + "', '-c', 'sleep 30'])\n"
+                 "def f():\n    return 1\nx = \"\"\""},
+      {"canonical_solution", ""},
+      {"test", "\"\"\"\ndef check(candidate):\n    assert candidate() == 1\n"},
+      {"entry_point", "f"}};
+  const fs::path data = tmp.path / "data", run = tmp.path / "run";
+  testing::write_file(data / "humaneval" / "HumanEval.jsonl", record.dump() + "\n");
+  ASSERT_EQ(std::system(("gzip " + (data / "humaneval" / "HumanEval.jsonl").string()).c_str()), 0);
+  testing::make_run_dir(run, ByteTokenizer::kVocab);
+  const auto r = testing::run_cli(
+      tmp.path, "eval humaneval --checkpoint " + run.string() + " --data-dir " + data.string() +
+                    " --max-new-tokens 4 --samples-per-problem 3 --temperatures 0.5 --pass-k 1"
+                    " --allow-code-execution --samples " + (tmp.path / "samples.jsonl").string());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(testing::processes_with_marker(marker), 0);
+  int passed = 0;  // programs that ran to the end, having started the escapee
+  std::ifstream in(tmp.path / "samples.jsonl");
+  for (std::string line; std::getline(in, line);) passed += nlohmann::json::parse(line).at("status") == "passed";
+  EXPECT_GE(passed, 1) << testing::slurp(tmp.path / "samples.jsonl");
 }
 
 }  // namespace

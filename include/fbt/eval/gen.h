@@ -31,6 +31,9 @@ struct GenEvalOptions {
   std::vector<double> temperatures{0.3, 0.5, 0.7};  ///< sampled tasks
   std::vector<int64_t> ks{1, 3};               ///< sampled tasks: pass@k reported for each k ≤ samples
   SandboxLimits sandbox;                       ///< per program run
+  /// Code tasks execute model-written programs (in the bubblewrap sandbox, sandbox.h): they run
+  /// only when this is true (`fbt eval --allow-code-execution`), else evaluate_generation throws.
+  bool allow_code_execution = false;
   int64_t sandbox_jobs = 4;                    ///< programs run at once
   /// Called after each generate call with (completions done, completions in total); may be empty.
   std::function<void(int64_t, int64_t)> on_progress;
@@ -82,7 +85,8 @@ void score_answer(const GenTaskSpec& task, const GenProblem& problem, GenSample&
 std::string build_program(const GenProblem& problem, const std::string& completion);
 
 /// Runs build_program of every sample in the sandbox, `jobs` at a time (threads), and sets
-/// correct (exit status 0) and status. Throws fbt::Error if jobs < 1.
+/// correct (exit status 0) and status. Throws fbt::Error if jobs < 1. This executes model-written
+/// code: evaluate_generation calls it only with GenEvalOptions::allow_code_execution.
 void run_programs(const std::vector<GenProblem>& problems, std::vector<GenSample>& samples,
                   const SandboxLimits& limits, int64_t jobs);
 
@@ -103,11 +107,14 @@ std::vector<MetricResult> pass_at_k_metrics(const std::vector<GenSample>& sample
 /// pass_at_k_metrics per temperature, then each pass@k again with best = true at the temperature
 /// where it is highest (the first on ties). Completions are cut at task.stop; generation itself
 /// stops at EOS or max_new_tokens. Throws fbt::Error for bad options (naming the flag), e.g.
-/// max_new_tokens ≥ context or a k above samples.
+/// max_new_tokens ≥ context or a k above samples. For a Program task it first, before any
+/// generation, throws fbt::Error unless options.allow_code_execution is set and check_sandbox
+/// passes (bubblewrap works here).
 GenEvalResult evaluate_generation(const GenTaskSpec& task, const GenTaskData& data, const Tokenizer& tokenizer,
                                   const GenerateFn& generate_fn, const GenEvalOptions& options);
 
 /// The checks of evaluate_generation that need no model (it runs them first): batch ≥ 1; for a
+/// code task the opt-in (allow_code_execution) and a working sandbox (check_sandbox); for a
 /// sampled task also samples ≥ 1, at least one temperature, each ≥ 0 and finite, and every k of
 /// pass@k in [1, samples]. Throws fbt::Error naming the flag; `fbt eval` calls it before loading
 /// the checkpoint or opening any output, so bad options cost no generation and leave no file.
