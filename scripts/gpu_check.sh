@@ -14,7 +14,8 @@
 #   scripts/gpu_check.sh --dry-run      # prints every step it would take, runs none, exits 0
 set -euo pipefail
 cd "$(dirname "$0")/.."
-debs=(nlohmann-json3-dev libcli11-dev libgtest-dev googletest libssl-dev libssl3 zlib1g-dev zlib1g libgloo-dev)
+debs=(nlohmann-json3-dev libcli11-dev libgtest-dev googletest libssl-dev libssl3 zlib1g-dev zlib1g libgloo-dev
+      bubblewrap)  # bwrap: the code sandbox the Sandbox/EvalGen tests need
 dry=0
 case "${1:-}" in
   --fetch-deps) mkdir -p .deps && (cd .deps && apt-get download "${debs[@]}"); exit 0 ;;
@@ -51,6 +52,7 @@ if [ -d .deps ]; then  # the carried dev packages, unpacked into a private root,
   export FBT_CMAKE_PREFIX_EXTRA="$PWD/.deps/root/usr;$PWD/.deps/root/usr/lib/x86_64-linux-gnu/cmake"
   export OPENSSL_ROOT_DIR="$PWD/.deps/root/usr" ZLIB_ROOT="$PWD/.deps/root/usr"
   export LD_LIBRARY_PATH="$PWD/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+  command -v bwrap >/dev/null || export PATH="$PWD/.deps/root/usr/bin:$PATH"
 fi
 step "build against this PyTorch with CUDA (build-torch2/)" -- \
   env FBT_PYTHON="$py" scripts/build.sh --torch2 -DFBT_SHARED_DATA="${FBT_SHARED_DATA:-$PWD/../shared/data}"
