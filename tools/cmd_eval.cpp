@@ -125,28 +125,12 @@ std::string samples_file(const EvalArgs& a) {
   return std::filesystem::path(a.out).replace_extension(".samples.jsonl").string();
 }
 
-/// Refuses code tasks unless --allow-code-execution was given, and checks that their sandbox
-/// works here; both before anything is loaded or generated.
-void check_code_execution(const EvalArgs& a) {
-  std::string code;  // the code tasks asked for, "humaneval, mbpp"
-  for (const auto& name : a.tasks) {
-    const GenTaskSpec* task = find_gen_task(name);
-    if (task != nullptr && task->check == AnswerCheck::Program) code += (code.empty() ? "" : ", ") + name;
-  }
-  if (code.empty()) return;
-  if (!a.gen.allow_code_execution)
-    throw Error(code + ": these tasks execute model-generated Python code; pass --allow-code-execution to run it "
-                       "in the bubblewrap sandbox (own namespaces, read-only system, private tmpfs work dir, no "
-                       "network; include/fbt/eval/sandbox.h)");
-  check_sandbox(a.gen.sandbox);
-}
-
 void run_eval(const EvalArgs& a) {
-  check_code_execution(a);
   if (a.fused_passes < 1) throw Error("--fused-passes must be >= 1 (got " + std::to_string(a.fused_passes) + ")");
   std::vector<std::string> mc, gen;  // task names by kind, in command-line order
   for (const auto& name : a.tasks) (find_gen_task(name) ? gen : mc).push_back(name);
-  for (const auto& name : gen) check_gen_options(*find_gen_task(name), a.gen);  // before any work
+  // Before any work: code tasks need --allow-code-execution and a working sandbox.
+  for (const auto& name : gen) check_gen_options(*find_gen_task(name), a.gen);
   auto checkpoint = load_checkpoint(a.checkpoint, a.device);
   const auto tokenizer = load_run_tokenizer(checkpoint);
   std::vector<std::vector<Doc>> docs;  // all data read before any scoring

@@ -160,8 +160,9 @@ void check_gen_options(const GenTaskSpec& task, const GenEvalOptions& o) {
   if (task.check == AnswerCheck::Program) {
     if (!o.allow_code_execution)
       throw Error("task " + task.name +
-                  " executes model-generated code: set GenEvalOptions::allow_code_execution (fbt eval "
-                  "--allow-code-execution) to run it in the bubblewrap sandbox (include/fbt/eval/sandbox.h)");
+                  " executes model-generated Python code: pass --allow-code-execution (library: "
+                  "GenEvalOptions::allow_code_execution) to run it in the bubblewrap sandbox (own namespaces, "
+                  "read-only system, private tmpfs work dir, no network; include/fbt/eval/sandbox.h)");
     check_sandbox(o.sandbox);
   }
   if (!task.sampled) return;

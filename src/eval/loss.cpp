@@ -1,7 +1,6 @@
 // Loss evaluation: nats/token and bits/byte after 0..K fused prefill passes and sequentially.
 #include "fbt/eval/loss.h"
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -18,25 +17,10 @@ namespace {
 /// UTF-8 bytes of the text that tokens [start, start+n) of `shard` spell (start >= 1): the
 /// decoded length of tokens [start-1, start+n) minus that of token start-1 alone, so a decoder
 /// that treats the first token specially (a leading space mark) affects only the context token.
-/// Decoded in chunks of at most 2^20 tokens, each cut just after its last separator (EOS).
 int64_t decoded_bytes(const TokenShard& shard, int64_t start, int64_t n, const Tokenizer& tokenizer) {
-  constexpr int64_t kChunk = int64_t{1} << 20;
-  std::vector<int64_t> ids;
-  int64_t bytes = 0;
-  for (int64_t pos = start, end = start + n; pos < end;) {
-    ids.resize(static_cast<size_t>(std::min(kChunk, end - pos)) + 1);
-    shard.read(pos - 1, static_cast<int64_t>(ids.size()), ids.data());  // [context token, chunk...]
-    size_t take = ids.size() - 1;
-    if (pos + static_cast<int64_t>(take) < end) {
-      const auto last_eos = std::find(ids.rbegin(), ids.rend() - 1, tokenizer.eos_id());
-      if (last_eos != ids.rend() - 1) take = static_cast<size_t>(ids.rend() - last_eos) - 1;
-    }
-    ids.resize(take + 1);
-    bytes += static_cast<int64_t>(tokenizer.decode(ids).size()) -
-             static_cast<int64_t>(tokenizer.decode({ids.front()}).size());
-    pos += static_cast<int64_t>(take);
-  }
-  return bytes;
+  std::vector<int64_t> ids(static_cast<size_t>(n) + 1);
+  shard.read(start - 1, n + 1, ids.data());  // [context token, the n tokens]
+  return static_cast<int64_t>(tokenizer.decode(ids).size()) - static_cast<int64_t>(tokenizer.decode({ids.front()}).size());
 }
 
 /// UTF-8 bytes of the targets `loader` scores: the target tokens of each of its windows.

@@ -69,14 +69,8 @@ torch::Tensor GraphDecoder::step(const torch::Tensor& tokens) {
   if (flat.size(0) != cache_.batch())
     throw Error("decode step: " + std::to_string(flat.size(0)) + " tokens for a KV cache of " +
                 std::to_string(cache_.batch()) + " rows");
-  if (cache_.length >= cache_.capacity())
-    throw Error("KV cache full: " + std::to_string(cache_.length) + " + 1 tokens exceed its capacity of " +
-                std::to_string(cache_.capacity()) + " (prompt plus new tokens longer than the model context?)");
-  const auto range = torch::stack({flat.min(), flat.max()}).cpu();  // one host read for both
-  const int64_t lo = range[0].item<int64_t>(), hi = range[1].item<int64_t>(), V = model_->config().vocab_size;
-  if (lo < 0 || hi >= V)
-    throw Error("token id " + std::to_string(lo < 0 ? lo : hi) + " outside the model vocabulary [0, " +
-                std::to_string(V) + ")");
+  cache_.check_room(1);
+  model_->check_token_ids(flat);  // the captured step cannot: it reads no device value on the host
   tokens_.copy_(flat);
   write_slot_.fill_(cache_.length);
   torch::Tensor logits;

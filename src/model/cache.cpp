@@ -29,6 +29,13 @@ KVCache::KVCache(const ModelConfig& config, int64_t batch, int64_t capacity,
   next_pos = torch::zeros({batch}, torch::dtype(torch::kLong).device(dev));
 }
 
+void KVCache::check_room(int64_t T) const {
+  if (length + T > capacity())
+    throw Error("KV cache full: " + std::to_string(length) + " + " + std::to_string(T) +
+                " tokens exceed its capacity of " + std::to_string(capacity()) +
+                " (prompt plus new tokens longer than the model context?)");
+}
+
 int64_t KVCache::reserve(const Layout& layout) {
   const int64_t T = layout.positions.size(1);
   if (write_slot.defined()) {
@@ -38,10 +45,7 @@ int64_t KVCache::reserve(const Layout& layout) {
     slot_valid.index_fill_(1, write_slot, true);
     return -1;
   }
-  if (length + T > capacity())
-    throw Error("KV cache full: " + std::to_string(length) + " + " + std::to_string(T) +
-                " tokens exceed its capacity of " + std::to_string(capacity()) +
-                " (prompt plus new tokens longer than the model context?)");
+  check_room(T);
   const int64_t first = length;
   slot_pos.narrow(1, first, T).copy_(layout.positions.expand({batch(), T}));
   if (layout.valid.defined())

@@ -217,13 +217,17 @@ FBTImpl::FBTImpl(const ModelConfig& config) : config_(config) {
   torch::nn::init::normal_(fusion_->w_g->weight, 0.0, c.fusion_gate_init_std);
 }
 
+void FBTImpl::check_token_ids(const torch::Tensor& tokens) const {
+  if (tokens.numel() == 0) return;
+  const auto range = torch::stack({tokens.min(), tokens.max()}).cpu();  // one host read for both
+  const int64_t lo = range[0].item<int64_t>(), hi = range[1].item<int64_t>();
+  if (lo < 0 || hi >= config_.vocab_size)
+    throw Error("token id " + std::to_string(lo < 0 ? lo : hi) + " outside the model vocabulary [0, " +
+                std::to_string(config_.vocab_size) + ")");
+}
+
 torch::Tensor FBTImpl::embed(const torch::Tensor& tokens, bool check_ids) {
-  if (check_ids && tokens.numel() > 0) {
-    const int64_t lo = tokens.min().item<int64_t>(), hi = tokens.max().item<int64_t>();
-    if (lo < 0 || hi >= config_.vocab_size)
-      throw Error("token id " + std::to_string(lo < 0 ? lo : hi) + " outside the model vocabulary [0, " +
-                  std::to_string(config_.vocab_size) + ")");
-  }
+  if (check_ids) check_token_ids(tokens);
   return embedding_(tokens);  // [B,T,D]
 }
 

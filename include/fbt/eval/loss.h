@@ -38,8 +38,8 @@ struct LossEvalOptions {
 /// shard, not a prefix of it), each window's bytes being the decoded length of its targets
 /// after one context token minus that token's own (separators decode to nothing, as in
 /// meta.json's split bytes). A character spelled by byte-fallback pieces that straddle a window
-/// edge (or a 2^20-token decoding chunk without a separator) can be counted as U+FFFD. Runs in eval mode under torch::NoGradGuard on the model's device; restores the
-/// model's training flag. Throws fbt::Error if passes < 0, batch < 1, the shard's vocab differs
+/// edge can be counted as U+FFFD. Runs in eval mode under torch::NoGradGuard on the model's
+/// device; restores the model's training flag. Throws fbt::Error if passes < 0, batch < 1, the shard's vocab differs
 /// from the model's, or the shard holds no full window.
 std::vector<LossResult> evaluate_loss(FBT& model, const TokenShard& shard, const Tokenizer& tokenizer,
                                       const LossEvalOptions& options);

@@ -46,6 +46,8 @@ struct KVCache {
 
   int64_t batch() const { return slot_pos.size(0); }
   int64_t capacity() const { return slot_pos.size(1); }
+  /// Throws fbt::Error if T more slots after the `length` filled ones exceed the capacity.
+  void check_room(int64_t T) const;
   /// Claims the next T slots for `layout` (positions/validity recorded) and returns the first
   /// slot index. Throws fbt::Error when the capacity would be exceeded. With `write_slot`
   /// defined: records the one position (T must be 1) at write_slot on the device, returns -1.

@@ -118,9 +118,12 @@ class FBTImpl : public torch::nn::Module {
   explicit FBTImpl(const ModelConfig& config);
   const ModelConfig& config() const { return config_; }
 
-  /// Token embedding e = Embed(x): tokens [B,T] int64 -> [B,T,D]. Throws fbt::Error for ids
-  /// outside [0, V) when `check_ids` (a host read of the ids; a captured CUDA-graph step, which
-  /// may not read device values on the host, passes false after checking them itself).
+  /// Throws fbt::Error naming the first id of `tokens` (any shape, int64) outside [0, V). Reads
+  /// the ids' minimum and maximum on the host (one device sync).
+  void check_token_ids(const torch::Tensor& tokens) const;
+  /// Token embedding e = Embed(x): tokens [B,T] int64 -> [B,T,D]. With `check_ids`,
+  /// check_token_ids first; a captured CUDA-graph step, which may not read device values on the
+  /// host, passes false after checking its input before the replay.
   torch::Tensor embed(const torch::Tensor& tokens, bool check_ids = true);
   /// Plain input RMSNorm_in(e): [B,T,D] -> [B,T,D] (SPEC §4).
   torch::Tensor plain_input(const torch::Tensor& e);
