@@ -203,10 +203,15 @@ def cases():
     add("resume-trainer-bad-pass-rng", RESUME + ["r8"], "trainer.json",
         damaged_run("r8", lambda d: edit_json(f"{d}/step-0000002/trainer.json",
                                               set_field("pass_rng", value="1 2 3"))))
-    add("resume-latest-empty", RESUME + ["r9"], "latest",
-        damaged_run("r9", lambda d: write(f"{d}/latest", "")))
-    add("resume-latest-dangling", RESUME + ["r10"], "latest",
-        damaged_run("r10", lambda d: write(f"{d}/latest", "step-0000099\n")))
+    # (an empty or dangling `latest` alone falls back to the newest intact checkpoint, with a warning)
+    add("resume-latest-empty-no-intact", RESUME + ["r9"], ["latest", "trainer.json"],
+        damaged_run("r9", lambda d: (write(f"{d}/latest", ""), truncate(f"{d}/step-0000002/trainer.json", 9))))
+    add("resume-latest-dangling-no-intact", RESUME + ["r10"], ["latest", "model.safetensors"],
+        damaged_run("r10", lambda d: (write(f"{d}/latest", "step-0000099\n"),
+                                      truncate(f"{d}/step-0000002/model.safetensors", 99))))
+    add("resume-no-checkpoint", RESUME + ["r16"], "without --resume",
+        damaged_run("r16", lambda d: (shutil.rmtree(os.path.join(ROOT, d, "step-0000002")),
+                                      os.remove(os.path.join(ROOT, d, "latest")))))
     add("resume-model-truncated", RESUME + ["r11"], "model.safetensors",
         damaged_run("r11", lambda d: truncate(f"{d}/step-0000002/model.safetensors", -100)))
     add("resume-model-corrupt", RESUME + ["r12"], "model.safetensors",

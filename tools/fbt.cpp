@@ -9,6 +9,8 @@ int main(int argc, char** argv) {
   fbt::keep_freed_cpu_blocks();  // activations are reused, not re-faulted, every step (cpu_allocator.h)
   CLI::App app{"fbt — the Full-Bandwidth Transformer (latent-feedback decoding)"};
   app.require_subcommand(1);
+  // Flag errors read like every other error: "error: --reps: Value 0 not in range [1 - ...]".
+  app.failure_message([](const CLI::App* a, const CLI::Error& e) { return "error: " + CLI::FailureMessage::simple(a, e); });
   fbt::cli::add_prepare_command(app);
   fbt::cli::add_generate_command(app);
   fbt::cli::add_eval_loss_command(app);

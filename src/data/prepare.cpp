@@ -332,7 +332,8 @@ nlohmann::json prepare_dataset(const PrepareOptions& o, std::ostream& log) {
   nlohmann::json splits;
   for (const auto& [name, s, path] : {std::tuple{"train", train, train_tmp}, std::tuple{"val", val, val_tmp}}) {
     splits[name] = {{"file", std::string(name) + ".bin"}, {"tokens", s.tokens}, {"bytes", s.bytes},
-                    {"documents", s.documents}, {"sha256", sha256_hex_file(path.string())}};
+                    {"documents", s.documents}, {"sha256", sha256_hex_file(path.string())},
+                    {"sampled_sha256", sha256_hex_file_sampled(path.string())}};
     log << name << ": " << s.documents << " documents, " << s.tokens << " tokens, " << s.bytes
         << " bytes (" << static_cast<double>(s.bytes) / static_cast<double>(s.tokens) << " bytes/token)\n";
   }

@@ -12,6 +12,8 @@
 #include <sstream>
 
 #include "fbt/util/error.h"
+#include "fbt/util/hash.h"
+#include "fbt/util/json_fields.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "token shards are read in host byte order");
 
@@ -192,26 +194,58 @@ nlohmann::json read_dataset_meta(const std::string& data_dir) {
   try {
     in >> meta;
   } catch (const nlohmann::json::exception& e) {
-    throw Error("'" + path + "' is not valid JSON: " + e.what());
+    throw Error("'" + path + "' is not valid JSON: " + json_error_brief(e));
   }
   if (!meta.is_object() || !meta.contains("format") || meta["format"] != "fbt-dataset")
     throw Error("'" + path + "' is not an fbt dataset meta file (field \"format\" is not \"fbt-dataset\")");
   if (!meta.contains("format_version") || meta["format_version"] != 1)
     throw Error("'" + path + "': field \"format_version\" is " + meta.value("format_version", nlohmann::json()).dump() +
                 "; this build reads version 1");
+  // The fields every reader relies on, type-checked here so no reader meets a raw JSON error.
+  const auto tok = required_field<nlohmann::json>(meta, "tokenizer", path);
+  const std::string where = path + ": tokenizer";
+  required_field<std::string>(tok, "type", where);
+  const auto vocab = required_field<int64_t>(tok, "vocab_size", where);
+  if (vocab < 1) throw Error(where + ": field 'vocab_size' is " + std::to_string(vocab) + ", expected >= 1");
+  for (const char* id : {"eos_id", "bos_id", "pad_id"})
+    if (tok.contains(id)) {
+      const auto v = required_field<int64_t>(tok, id, where);
+      if (v < 0 || v >= vocab)
+        throw Error(where + ": field '" + id + "' is " + std::to_string(v) + ", outside [0, vocab_size " +
+                    std::to_string(vocab) + ")");
+    }
+  required_field<int64_t>(tok, "eos_id", where);
   return meta;
 }
 
-TokenShard open_split(const std::string& data_dir, const std::string& split) {
+TokenShard open_split(const std::string& data_dir, const std::string& split, bool verify) {
   const nlohmann::json meta = read_dataset_meta(data_dir);
   const std::string meta_path = (std::filesystem::path(data_dir) / "meta.json").string();
+  nlohmann::json entry;
   try {
-    const std::string file = meta.at("splits").at(split).at("file").get<std::string>();
-    const int64_t vocab = meta.at("tokenizer").at("vocab_size").get<int64_t>();
-    return TokenShard::open((std::filesystem::path(data_dir) / file).string(), vocab);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("'" + meta_path + "': cannot find split '" + split + "' or the vocab size: " + e.what());
+    entry = meta.at("splits").at(split);
+  } catch (const nlohmann::json::exception&) {
+    throw Error("'" + meta_path + "': field \"splits\" has no split '" + split + "'");
   }
+  const std::string where = meta_path + ": splits." + split;
+  const auto file = (std::filesystem::path(data_dir) / required_field<std::string>(entry, "file", where)).string();
+  auto shard = TokenShard::open(file, meta.at("tokenizer").at("vocab_size").get<int64_t>());
+  // Cheap checks that the shard is the one prepare wrote (a replaced or overwritten shard would
+  // otherwise train or score silently): its token count, and a sampled hash (hash.h); the full
+  // sha256 on request.
+  const auto tokens = required_field<int64_t>(entry, "tokens", where);
+  if (shard.size() != tokens)
+    throw Error(file + ": holds " + std::to_string(shard.size()) + " tokens but " + meta_path + " records " +
+                std::to_string(tokens) + " for the " + split + " split (overwritten, or from another dataset?)");
+  if (verify) {
+    if (sha256_hex_file(file) != required_field<std::string>(entry, "sha256", where))
+      throw Error(file + ": sha256 differs from " + meta_path + " (the file was changed after fbt prepare)");
+  } else if (entry.contains("sampled_sha256") &&
+             sha256_hex_file_sampled(file) != required_field<std::string>(entry, "sampled_sha256", where)) {
+    throw Error(file + ": sampled sha256 differs from " + meta_path +
+                " (the file was changed after fbt prepare; --verify checks the whole file)");
+  }
+  return shard;
 }
 
 // ---- BatchLoader ----

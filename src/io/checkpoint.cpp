@@ -6,29 +6,11 @@
 #include "fbt/io/safetensors.h"
 #include "fbt/util/build_info.h"
 #include "fbt/util/error.h"
+#include "fbt/util/json_fields.h"
 
 namespace fbt {
-namespace {
 
-CheckpointInfo parse_info(const nlohmann::json& meta, const std::string& path) {
-  if (!meta.is_object() || !meta.contains("format_version") || !meta.contains("model_config"))
-    throw Error(path + ": not an fbt model checkpoint (metadata lacks format_version/model_config)");
-  CheckpointInfo info;
-  info.format_version = meta.at("format_version").get<int>();
-  if (info.format_version != kCheckpointFormatVersion)
-    throw Error(path + ": checkpoint format version " + std::to_string(info.format_version) +
-                " is not supported (this build reads version " +
-                std::to_string(kCheckpointFormatVersion) + ")");
-  info.config = ModelConfig::from_json(meta.at("model_config"), path + ": model_config");
-  info.tokenizer = meta.value("tokenizer", nlohmann::json::object());
-  info.step = meta.value("step", int64_t{0});
-  info.git_sha = meta.value("git_sha", std::string("unknown"));
-  return info;
-}
-
-/// Copies the file's tensors into `model` after checking config, names and shapes.
-void assign_weights(const TensorFile& file, const CheckpointInfo& info, FBT& model,
-                    const std::string& path) {
+void assign_weights(const TensorFile& file, const CheckpointInfo& info, FBT& model, const std::string& path) {
   const auto stored = info.config.to_json(), current = model->config().to_json();
   for (const auto& item : current.items())
     if (stored.at(item.key()) != item.value())
@@ -51,7 +33,29 @@ void assign_weights(const TensorFile& file, const CheckpointInfo& info, FBT& mod
     if (!seen.count(p.key())) throw Error(path + ": missing tensor '" + p.key() + "'");
 }
 
-}  // namespace
+CheckpointInfo checkpoint_info_from_metadata(const nlohmann::json& meta, const std::string& path) {
+  if (!meta.is_object() || !meta.contains("format_version") || !meta.contains("model_config"))
+    throw Error(path + ": not an fbt model checkpoint (metadata lacks format_version/model_config)");
+  CheckpointInfo info;
+  info.format_version = required_field<int>(meta, "format_version", path + ": metadata");
+  if (info.format_version != kCheckpointFormatVersion)
+    throw Error(path + ": checkpoint format version " + std::to_string(info.format_version) +
+                " is not supported (this build reads version " +
+                std::to_string(kCheckpointFormatVersion) + ")");
+  const auto config = required_field<nlohmann::json>(meta, "model_config", path + ": metadata");
+  const auto every_setting = ModelConfig().to_json();  // a checkpoint states every setting
+  for (const auto& item : every_setting.items())
+    if (!config.is_object() || !config.contains(item.key()))
+      throw Error(path + ": model_config lacks '" + item.key() + "' (damaged, or written by another fbt version)");
+  info.config = ModelConfig::from_json(config, path + ": model_config");
+  info.tokenizer = required_field<nlohmann::json>(meta, "tokenizer", path + ": metadata");
+  if (info.tokenizer.is_null()) info.tokenizer = nlohmann::json::object();  // saved without one
+  if (!info.tokenizer.is_object()) throw Error(path + ": metadata: field 'tokenizer' is not an object");
+  info.step = required_field<int64_t>(meta, "step", path + ": metadata");
+  if (info.step < 0) throw Error(path + ": metadata: field 'step' is negative");
+  info.git_sha = required_field<std::string>(meta, "git_sha", path + ": metadata");
+  return info;
+}
 
 void save_model(const std::string& path, FBT& model, const nlohmann::json& tokenizer, int64_t step) {
   NamedTensors tensors;
@@ -67,19 +71,19 @@ void save_model(const std::string& path, FBT& model, const nlohmann::json& token
 }
 
 CheckpointInfo read_checkpoint_info(const std::string& path) {
-  return parse_info(load_tensors(path).metadata, path);
+  return checkpoint_info_from_metadata(load_tensors(path).metadata, path);
 }
 
 CheckpointInfo load_weights(const std::string& path, FBT& model) {
   auto file = load_tensors(path);
-  auto info = parse_info(file.metadata, path);
+  auto info = checkpoint_info_from_metadata(file.metadata, path);
   assign_weights(file, info, model, path);
   return info;
 }
 
 FBT load_model(const std::string& path, CheckpointInfo* info_out) {
   auto file = load_tensors(path);
-  auto info = parse_info(file.metadata, path);
+  auto info = checkpoint_info_from_metadata(file.metadata, path);
   FBT model(info.config);
   assign_weights(file, info, model, path);
   if (info_out) *info_out = info;

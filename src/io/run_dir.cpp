@@ -1,9 +1,16 @@
 // Run directory layout: step directory names, the `latest` pointer, --checkpoint resolution.
 #include "fbt/io/run_dir.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "fbt/util/error.h"
 
@@ -16,24 +23,50 @@ std::string step_dir_name(int64_t step) {
   return buf;
 }
 
+namespace {
+
+/// fsync()s `path` (a file, or a directory so that a rename in it is durable); throws fbt::Error.
+void sync_path(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_WRONLY) | O_CLOEXEC);
+  if (fd < 0) throw Error(path + ": cannot open to sync: " + std::strerror(errno));
+  const int rc = ::fsync(fd), err = errno;
+  ::close(fd);
+  if (rc != 0) throw Error(path + ": fsync failed: " + std::strerror(err));
+}
+
+}  // namespace
+
 void write_file_atomic(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    const int open_errno = errno;
+    if (!f) throw Error(path + ": cannot write file " + tmp + ": " + std::strerror(open_errno));
     f << text;
     f.flush();
     if (!f) {
+      const int err = errno;
       std::error_code ec;
       fs::remove(tmp, ec);
-      throw Error(path + ": cannot write file");
+      throw Error(path + ": cannot write file " + tmp + ": " + std::strerror(err));
     }
+  }
+  try {
+    sync_path(tmp, false);  // the bytes reach the disk before the rename makes them the file
+  } catch (const Error&) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw;
   }
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) {
+    const std::string why = ec.message();
     fs::remove(tmp, ec);
-    throw Error(path + ": cannot rename temporary file into place: " + ec.message());
+    throw Error(path + ": cannot rename temporary file into place: " + why);
   }
+  const auto parent = fs::absolute(path).parent_path().string();
+  sync_path(parent, true);  // and the rename survives a power loss
 }
 
 void write_latest(const std::string& run_dir, const std::string& name) {
@@ -48,6 +81,7 @@ std::string resolve_checkpoint(const std::string& path) {
     std::ifstream f(p / "latest");
     std::string name;
     f >> name;
+    if (name.empty()) throw Error(path + ": " + (p / "latest").string() + " is empty (names no step directory)");
     const auto file = p / name / "model.safetensors";
     if (!fs::is_regular_file(file))
       throw Error(path + ": 'latest' names " + name + " but " + file.string() + " does not exist");
@@ -55,6 +89,23 @@ std::string resolve_checkpoint(const std::string& path) {
   }
   throw Error("--checkpoint " + path +
               ": not a model file, a step directory with model.safetensors, or a run directory with 'latest'");
+}
+
+int64_t truncate_metrics(const std::string& path, int64_t step) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return 0;
+  std::string line, kept;
+  int64_t dropped = 0;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const bool keep = j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= step;
+    if (keep)
+      kept += line + "\n";
+    else
+      ++dropped;  // a later step, or a line cut short when the process was killed
+  }
+  if (dropped > 0) write_file_atomic(path, kept);
+  return dropped;
 }
 
 std::string run_dir_of(const std::string& model_file) {

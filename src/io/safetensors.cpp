@@ -75,6 +75,16 @@ class Sha256 {
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx_;
 };
 
+/// sha256 of the header's compact dump (keys sorted) without __metadata__.header_sha256: covers
+/// the metadata, names, dtypes, shapes and offsets, so a same-length edit of the header is caught.
+std::string header_checksum(nlohmann::json header) {
+  header["__metadata__"].erase("header_sha256");
+  const std::string text = header.dump();
+  Sha256 sha;
+  sha.update(text.data(), text.size());
+  return sha.hex();
+}
+
 size_t nbytes(const torch::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
 
 void write_all(int fd, const void* data, size_t n, const std::string& tmp) {
@@ -115,6 +125,7 @@ void save_tensors(const std::string& path, const NamedTensors& tensors,
     offset += n;
   }
   header["__metadata__"] = {{"fbt", metadata.dump()}, {"sha256", sha.hex()}};
+  header["__metadata__"]["header_sha256"] = header_checksum(header);
   std::string header_str = header.dump();
   header_str.append((8 - header_str.size() % 8) % 8, ' ');  // align the data section to 8 bytes
   const uint64_t header_len = header_str.size();
@@ -183,6 +194,8 @@ TensorFile load_tensors(const std::string& path) {
       if (name == "__metadata__") {
         out.metadata = nlohmann::json::parse(v.at("fbt").get<std::string>());
         stored_sha = v.at("sha256").get<std::string>();
+        if (v.contains("header_sha256") && v.at("header_sha256").get<std::string>() != header_checksum(header))
+          throw Error(where + "header checksum mismatch: the header (metadata, names, shapes) was edited or is corrupt");
         continue;
       }
       Entry e{name, dtype_by_name(v.at("dtype").get<std::string>()),

@@ -3,6 +3,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -28,8 +31,10 @@
 #include "fbt/train/optimizer.h"
 #include "fbt/train/passes.h"
 #include "fbt/train/train_config.h"
+#include "fbt/train/training_checkpoint.h"
 #include "fbt/util/build_info.h"
 #include "fbt/util/error.h"
+#include "fbt/util/json_fields.h"
 #include "fbt/util/memory_stats.h"
 
 namespace fbt {
@@ -54,24 +59,6 @@ struct StopSignals {
   }
 };
 
-std::string hex_encode(const torch::Tensor& bytes) {  // uint8 [N] -> hex
-  auto t = bytes.contiguous();
-  static const char* digits = "0123456789abcdef";
-  std::string s;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const auto b = t.data_ptr<uint8_t>()[i];
-    s += digits[b >> 4];
-    s += digits[b & 15];
-  }
-  return s;
-}
-
-torch::Tensor hex_decode(const std::string& s) {
-  auto t = torch::empty({int64_t(s.size() / 2)}, torch::kUInt8);
-  for (size_t i = 0; i < s.size() / 2; ++i) t.data_ptr<uint8_t>()[i] = std::stoi(s.substr(2 * i, 2), nullptr, 16);
-  return t;
-}
-
 std::string format_duration(double seconds) {
   const int64_t s = std::llround(std::max(0.0, seconds));
   std::ostringstream o;
@@ -91,15 +78,6 @@ nlohmann::json pass_fractions(const std::map<int64_t, int64_t>& counts) {
   return out;
 }
 
-struct RunState {
-  int64_t step = 0;            // steps completed
-  int64_t tokens = 0;          // training tokens seen
-  int64_t token_equivalent = 0;  // Σ tokens × passes
-  int64_t consecutive_bad = 0;
-  std::map<int64_t, int64_t> pass_counts;
-  double wall_s_before = 0;  // wall-clock seconds of the processes before this resume
-};
-
 /// What one optimiser step produced (summed over micro-batches and ranks).
 struct StepOutcome {
   int64_t passes = 1;            // K
@@ -114,19 +92,52 @@ struct StepOutcome {
   int stop = 0;                  // SIGINT/SIGTERM seen by any rank, else 0
 };
 
-/// Checks and prepares the run directory: refuses a different run without --resume/--force,
-/// clears it with --force, copies the dataset's tokenizer into RUNDIR/tokenizer.
-void prepare_run_dir(const TrainOptions& opt, const nlohmann::json& tok) {
+/// Whether RUNDIR holds a run that wrote at least one checkpoint (a step directory or `latest`).
+bool has_checkpoints(const fs::path& out) {
+  return fs::exists(out / "latest") || !step_dirs_newest_first(out.string()).empty();
+}
+
+/// Throws fbt::Error naming --out unless `dir` is a directory fbt can write in or can create
+/// (its nearest existing ancestor is a writable directory). Touches nothing.
+void check_out_dir(const fs::path& dir) {
+  std::error_code ec;
+  fs::path existing = fs::absolute(dir, ec);
+  while (!existing.empty() && !fs::exists(existing, ec)) existing = existing.parent_path();
+  if (!fs::is_directory(existing, ec))
+    throw Error("--out " + dir.string() + ": " + existing.string() + " exists and is not a directory");
+  if (::access(existing.c_str(), W_OK) != 0)
+    throw Error("--out " + dir.string() + ": cannot write in " + existing.string() + ": " + std::strerror(errno));
+}
+
+/// Throws fbt::Error unless the dataset's tokenizer (meta.json "tokenizer" of --data) is the
+/// one the run was trained with (RUNDIR/tokenizer/meta.json): same type, vocabulary, special
+/// ids and sentencepiece model. Checked before anything in the run directory is touched.
+void check_run_tokenizer(const TrainOptions& opt, const nlohmann::json& data_tokenizer) {
+  const auto run_meta_dir = (fs::path(opt.out_dir) / "tokenizer").string();
+  const auto run_tokenizer = read_dataset_meta(run_meta_dir).at("tokenizer");
+  for (const auto& [key, value] : run_tokenizer.items())
+    if (!data_tokenizer.contains(key) || data_tokenizer[key] != value)
+      throw Error("--data " + opt.data_dir + ": its tokenizer differs from the run's (" + run_meta_dir +
+                  "/meta.json): field '" + key + "' is " + data_tokenizer.value(key, nlohmann::json()).dump() +
+                  " but the run has " + value.dump() + "; resume with the dataset the run was trained on");
+}
+
+/// Makes the run directory ready once the run can start: clears it with --force (or when it
+/// holds only the record of a run killed before its first checkpoint), copies the dataset's
+/// tokenizer into RUNDIR/tokenizer (a fresh run; --resume keeps the run's own).
+void prepare_run_dir(const TrainOptions& opt, const nlohmann::json& tok, std::ostream& log) {
   const fs::path out(opt.out_dir), data(opt.data_dir);
-  if (!opt.resume && fs::exists(out / "run.json") && !opt.force)
-    throw Error("--out " + opt.out_dir + " already holds a run (run.json); use --resume to continue it or --force to replace it");
-  if (opt.force && fs::exists(out)) {
+  const bool stub = !opt.resume && fs::exists(out / "run.json") && !has_checkpoints(out);
+  if (stub)
+    log << "note: " << opt.out_dir << " holds a run that stopped before its first checkpoint; starting it afresh\n";
+  if ((opt.force || stub) && fs::exists(out)) {
     for (const auto& entry : fs::directory_iterator(out)) {
       const auto name = entry.path().filename().string();
       if (name.rfind("step-", 0) == 0 || name == "latest" || name == "metrics.jsonl" || name == "run.json" || name == "tokenizer")
         fs::remove_all(entry.path());
     }
   }
+  if (opt.resume) return;
   fs::create_directories(out / "tokenizer");
   fs::copy_file(data / "meta.json", out / "tokenizer" / "meta.json", fs::copy_options::overwrite_existing);
   if (tok.contains("model"))
@@ -134,9 +145,10 @@ void prepare_run_dir(const TrainOptions& opt, const nlohmann::json& tok) {
                   fs::copy_options::overwrite_existing);
 }
 
-/// One `fbt train` run, in the order it happens: setup (rendezvous, configuration, data, run
-/// record, model and optimiser, resume, gradient sync), then per step `train_step`,
-/// `record_step`, `validate` and `save_checkpoint`, then `print_summary`.
+/// One `fbt train` run, in the order it happens: setup (rendezvous, configuration, data, checks
+/// of the run directory, model and optimiser, resume; only then the run directory and its
+/// record are written, so a run that cannot start leaves nothing behind), then per step
+/// `train_step`, `record_step`, `validate` and `save_checkpoint`, then `print_summary`.
 class TrainingRun {
  public:
   TrainingRun(const TrainOptions& opt, std::ostream& rank0_log);
@@ -145,17 +157,21 @@ class TrainingRun {
  private:
   void load_config();
   void open_data();
-  void write_run_record();
+  void check_run_dir() const;
+  void log_header();
   void build_model();
-  void resume_from_latest();
+  void resume_from_checkpoint();
+  void write_run_record();
   void start_gradient_sync();
   StepOutcome train_step();
   void record_step(const StepOutcome& s);
   void validate();
   void save_checkpoint();
+  void check_weights_finite() const;
+  std::string latest_note() const;
   void print_summary();
   double wall_s() const {
-    return st_.wall_s_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start_).count();
+    return wall_s_before_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start_).count();
   }
 
   const TrainOptions& opt_;
@@ -178,7 +194,10 @@ class TrainingRun {
   std::unique_ptr<BatchLoader> loader_;
   std::mt19937_64 pass_rng_;
   at::Generator generator_;  // jitter, mixin (per rank)
-  RunState st_;
+  TrainerState st_;           // counters (the RNG, generator and loader fields are filled when saving)
+  double wall_s_before_ = 0;  // wall-clock seconds of the processes before this resume
+  int64_t stored_steps_ = 0;  // train.steps of run.json on --resume (a new --steps total updates it)
+  std::string last_checkpoint_;  // the step directory `latest` names, "" before the first
   TrainResult result_;
   std::ofstream metrics_;  // stays closed on ranks > 0: their writes are dropped
   bool tty_ = false;
@@ -206,10 +225,14 @@ TrainingRun::TrainingRun(const TrainOptions& opt, std::ostream& rank0_log)
   if (env_.active()) comm_ = std::make_unique<Communicator>(env_, opt.dist, device_);
   load_config();
   open_data();
-  if (rank0_) prepare_run_dir(opt_, tok_);
-  write_run_record();
+  if (rank0_) check_run_dir();
+  log_header();
   build_model();
-  if (opt_.resume) resume_from_latest();
+  if (opt_.resume) resume_from_checkpoint();
+  if (rank0_) {
+    prepare_run_dir(opt_, tok_, log_);
+    write_run_record();
+  }
   start_gradient_sync();
 }
 
@@ -217,15 +240,15 @@ TrainingRun::TrainingRun(const TrainOptions& opt, std::ostream& rank0_log)
 void TrainingRun::load_config() {
   if (opt_.resume) {
     const auto run_json = out_ / "run.json";
-    if (!fs::is_regular_file(run_json) || !fs::is_regular_file(out_ / "latest"))
-      throw Error("--resume: " + opt_.out_dir + " holds no run to resume (needs run.json and latest)");
+    if (!fs::is_regular_file(run_json))
+      throw Error("--resume: " + opt_.out_dir + " holds no run to resume (no run.json)");
     try {
       std::ifstream f(run_json);
       stored_ = nlohmann::json::parse(f);
       rc_.model = ModelConfig::from_json(stored_.at("config").at("model"), run_json.string() + ": model");
       fields_from_json(stored_.at("config").at("train"), run_json.string() + ": train", rc_.train);
     } catch (const nlohmann::json::exception& e) {  // truncated, not JSON, or without the config
-      throw Error("--resume: " + run_json.string() + ": " + e.what());
+      throw Error("--resume: " + run_json.string() + ": " + json_error_brief(e));
     }
     if (!opt_.sets.empty() || !opt_.config.empty())
       throw Error("--resume continues the stored config (run.json); --config and --set are not allowed");
@@ -235,12 +258,15 @@ void TrainingRun::load_config() {
   }
   if (opt_.steps > 0) rc_.train.steps = opt_.steps;
   rc_.train.validate();
+  if (opt_.resume) stored_steps_ = required_field<int64_t>(stored_.at("config").at("train"), "steps",
+                                                           (out_ / "run.json").string() + ": config.train");
 }
 
 // ---- data: vocabulary and document separator come from the dataset
 void TrainingRun::open_data() {
   const auto meta = read_dataset_meta(opt_.data_dir);
   tok_ = meta.at("tokenizer");
+  if (opt_.resume) check_run_tokenizer(opt_, tok_);
   const int64_t vocab = tok_.at("vocab_size").get<int64_t>();
   if (rc_.model.vocab_size != vocab) {
     if (opt_.resume) throw Error("--data " + opt_.data_dir + ": vocabulary " + std::to_string(vocab) +
@@ -261,22 +287,27 @@ void TrainingRun::open_data() {
                              : "set train.batch_tokens to a multiple of WORLD_SIZE x batch_size x seq_len = " +
                                    std::to_string(env_.world_size * rc_.train.batch_size * T_)));
   local_accum_ = accum_ / env_.world_size;  // this rank's share, micro-batches [rank·local, ...)
-  train_shard_ = open_split(opt_.data_dir, "train");
-  val_shard_ = open_split(opt_.data_dir, "val");
+  train_shard_ = open_split(opt_.data_dir, "train", opt_.verify_data);
+  val_shard_ = open_split(opt_.data_dir, "val", opt_.verify_data);
+  for (const auto* shard : {&*train_shard_, &*val_shard_})  // before step 1, not at the first validation
+    if (shard->size() < T_ + 1)
+      throw Error("--data " + opt_.data_dir + ": " + shard->path() + " holds " + std::to_string(shard->size()) +
+                  " tokens, fewer than one window of seq_len + 1 = " + std::to_string(T_ + 1) +
+                  "; lower train.seq_len (or model.context), or prepare more text or a larger --val-fraction");
+  if (rc_.train.eval_tokens < T_)
+    throw Error("train.eval_tokens " + std::to_string(rc_.train.eval_tokens) +
+                " is less than one validation window of seq_len = " + std::to_string(T_) + " tokens");
 }
 
-// ---- run record (rank 0 alone writes it) and the log's header
-void TrainingRun::write_run_record() {
-  const nlohmann::json record{{"config", rc_.to_json()},
-                              {"data", fs::absolute(data_).string()},
-                              {"git_sha", git_sha()},
-                              {"torch_version", torch_version()},
-                              {"device", opt_.device},
-                              {"threads", torch::get_num_threads()},
-                              {"world_size", env_.world_size},
-                              {"parameters", rc_.model.parameter_count()}};
-  if (!opt_.resume && rank0_) write_file_atomic((out_ / "run.json").string(), record.dump(2) + "\n");
-  run_record_ = opt_.resume ? stored_ : record;
+// ---- the run directory: checked before anything is built or written (rank 0)
+void TrainingRun::check_run_dir() const {
+  check_out_dir(out_);
+  if (!opt_.resume && !opt_.force && fs::exists(out_ / "run.json") && has_checkpoints(out_))
+    throw Error("--out " + opt_.out_dir + " already holds a run (run.json); use --resume to continue it or --force to replace it");
+}
+
+// ---- the log's header: provenance, resolved config, batch, notes on the schedule
+void TrainingRun::log_header() {
   const auto& tc = rc_.train;
   log_ << "fbt train  git " << git_sha() << "  libtorch " << torch_version() << "  device " << opt_.device
        << "  threads " << torch::get_num_threads() << "\n"
@@ -295,6 +326,29 @@ void TrainingRun::write_run_record() {
          << ", timeout " << opt_.dist.timeout_s << " s\n";
 }
 
+// ---- run record (rank 0 alone writes it, once the run can start): run.json, or on --resume
+// the stored one, updated when a new --steps total changes the schedules
+void TrainingRun::write_run_record() {
+  if (!opt_.resume) {
+    run_record_ = {{"config", rc_.to_json()},
+                   {"data", fs::absolute(data_).string()},
+                   {"git_sha", git_sha()},
+                   {"torch_version", torch_version()},
+                   {"device", opt_.device},
+                   {"threads", torch::get_num_threads()},
+                   {"world_size", env_.world_size},
+                   {"parameters", rc_.model.parameter_count()}};
+    write_file_atomic((out_ / "run.json").string(), run_record_.dump(2) + "\n");
+    return;
+  }
+  run_record_ = stored_;
+  if (rc_.train.steps == stored_steps_) return;
+  run_record_["config"]["train"]["steps"] = rc_.train.steps;
+  run_record_["resumes"].push_back({{"at_step", st_.step}, {"steps_before", stored_steps_},
+                                    {"steps_after", rc_.train.steps}, {"git_sha", git_sha()}});
+  write_file_atomic((out_ / "run.json").string(), run_record_.dump(2) + "\n");
+}
+
 // ---- model, optimiser, RNGs, loader
 void TrainingRun::build_model() {
   const auto& tc = rc_.train;
@@ -311,61 +365,52 @@ void TrainingRun::build_model() {
   generator_ = at::make_generator<at::CPUGeneratorImpl>(tc.seed + 1 + env_.rank);
 }
 
-// ---- resume: weights, optimiser, counters, RNGs and loader from RUNDIR/latest
-void TrainingRun::resume_from_latest() {
+// ---- resume: weights, optimiser, counters, RNGs and loader from the newest intact checkpoint
+void TrainingRun::resume_from_checkpoint() {
   const auto& tc = rc_.train;
-  std::ifstream lf(out_ / "latest");
-  std::string name;
-  lf >> name;
-  const auto dir = out_ / name;
-  load_weights((dir / "model.safetensors").string(), model_);
-  const auto opt_file = (dir / "optimizer.safetensors").string();
-  optimizer_->load_state(load_tensors(opt_file).tensors, opt_file);
-  nlohmann::json tj;
-  try {
-    std::ifstream tf(dir / "trainer.json");
-    tj = nlohmann::json::parse(tf);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("--resume: " + (dir / "trainer.json").string() + ": " + e.what());
-  }
-  const int64_t saved_world = tj.value("world_size", int64_t(1));
-  if (saved_world != env_.world_size)
-    throw Error("--resume: " + dir.string() + " was written by a run of " + std::to_string(saved_world) +
+  const auto c = read_resume_checkpoint(opt_.out_dir, rank0_ ? std::cerr : null_log_);
+  const fs::path dir(c.dir);
+  const auto trainer_json = (dir / "trainer.json").string();
+  if (c.trainer.world_size != env_.world_size)
+    throw Error("--resume: " + dir.string() + " was written by a run of " + std::to_string(c.trainer.world_size) +
                 " process(es) but WORLD_SIZE is " + std::to_string(env_.world_size) +
                 "; resume with the same number of processes");
-  st_.step = tj.at("step");
-  st_.tokens = tj.at("tokens");
-  st_.token_equivalent = tj.at("token_equivalent");
-  st_.consecutive_bad = tj.at("consecutive_bad");
-  st_.wall_s_before = tj.value("wall_s", 0.0);
-  for (const auto& [k, v] : tj.at("pass_counts").items()) st_.pass_counts[std::stoll(k)] = v;
-  std::istringstream(tj.at("pass_rng").get<std::string>()) >> pass_rng_;
-  generator_.set_state(hex_decode(env_.active() ? tj.at("torch_generators").at(env_.rank) : tj.at("torch_generator")));
-  loader_->set_state(tj.at("loader"));
+  assign_weights(c.model, c.info, model_, (dir / "model.safetensors").string());
+  optimizer_->load_state(c.optimizer.tensors, (dir / "optimizer.safetensors").string());
+  st_ = c.trainer;
+  wall_s_before_ = c.trainer.wall_s;
+  std::istringstream(c.trainer.pass_rng) >> pass_rng_;
+  try {
+    generator_.set_state(generator_state_from_hex(c.trainer.torch_generators.at(env_.rank), trainer_json));
+    loader_->set_state(c.trainer.loader);
+  } catch (const c10::Error& e) {
+    throw Error(trainer_json + ": generator state does not fit this build's CPU generator: " + e.what_without_backtrace());
+  } catch (const Error& e) {
+    throw Error(trainer_json + ": " + e.what());
+  }
+  last_checkpoint_ = dir.filename().string();
   if (tc.steps <= st_.step)
     throw Error("--steps " + std::to_string(tc.steps) + ": the run in " + opt_.out_dir + " is already at step " +
                 std::to_string(st_.step) + "; give a larger total to continue it");
   log_ << "resumed from " << dir.string() << " at step " << st_.step << "\n";
   // A new --steps total changes the schedules (warmup/cooldown, pass phases are fractions of
-  // it): say so, and record it in run.json so the run stays described by its record.
-  const int64_t stored_steps = stored_.at("config").at("train").at("steps");
-  if (tc.steps != stored_steps) {
-    log_ << "note: train.steps changed from " << stored_steps << " to " << tc.steps
-         << "; the lr and pass schedules now span " << tc.steps << " steps (run.json updated)\n";
-    if (rank0_) {
-      stored_["config"]["train"]["steps"] = tc.steps;
-      stored_["resumes"].push_back({{"at_step", st_.step}, {"steps_before", stored_steps}, {"steps_after", tc.steps},
-                                    {"git_sha", git_sha()}});
-      write_file_atomic((out_ / "run.json").string(), stored_.dump(2) + "\n");
-      run_record_ = stored_;
-    }
-  }
+  // it): say so; write_run_record records it in run.json so the run stays described by its record.
+  if (tc.steps != stored_steps_)
+    log_ << "note: train.steps changed from " << stored_steps_ << " to " << tc.steps << "; the lr and pass schedules now span "
+         << tc.steps << " steps (run.json updated)\n";
 }
 
 // ---- gradient all-reduce (data parallel) and the loop's bookkeeping
 void TrainingRun::start_gradient_sync() {
   const auto& tc = rc_.train;
-  if (rank0_) metrics_.open(out_ / "metrics.jsonl", std::ios::app);
+  if (rank0_) {
+    const auto metrics = (out_ / "metrics.jsonl").string();
+    if (opt_.resume)
+      if (const auto dropped = truncate_metrics(metrics, st_.step))
+        log_ << "note: dropped " << dropped << " line(s) of " << metrics << " after step " << st_.step
+             << " (the steps this resume repeats)\n";
+    metrics_.open(metrics, std::ios::app);
+  }
   tty_ = isatty(STDOUT_FILENO) && &log_ == &std::cout;
   params_ = model_->parameters();
   if (comm_) {
@@ -470,11 +515,10 @@ void TrainingRun::record_step(const StepOutcome& s) {
     metrics_ << line.dump() << "\n" << std::flush;
     log_ << "step " << st_.step << ": non-finite " << what << ", update skipped (" << st_.consecutive_bad
          << " in a row)\n";
-    if (st_.consecutive_bad >= tc.max_bad_steps) {
-      save_checkpoint();
+    if (st_.consecutive_bad >= tc.max_bad_steps)  // no checkpoint of the state that led to them
       throw Error("stopping: " + std::to_string(st_.consecutive_bad) +
-                  " consecutive non-finite steps (train.max_bad_steps); lower train.lr or check the data");
-    }
+                  " consecutive non-finite steps (train.max_bad_steps); " + latest_note() +
+                  "; lower train.lr or check the data");
     return;
   }
   st_.consecutive_bad = 0;
@@ -529,8 +573,10 @@ void TrainingRun::validate() {
 
 // ---- checkpointing: every rank holds the same weights, optimiser state and loader state; only
 // the jitter/mixin generators differ, so rank 0 collects theirs and writes the checkpoint alone.
+// The step directory is written as step-N.tmp and renamed; `latest` moves only then.
 void TrainingRun::save_checkpoint() {
-  const auto own_generator = hex_encode(generator_.get_state());
+  check_weights_finite();
+  const auto own_generator = generator_state_to_hex(generator_.get_state());
   const auto generators = comm_ ? comm_->gather_strings("generators/" + std::to_string(st_.step), own_generator)
                                 : std::vector<std::string>{own_generator};
   if (!rank0_) return;
@@ -540,19 +586,19 @@ void TrainingRun::save_checkpoint() {
   fs::create_directories(tmp);
   save_model((tmp / "model.safetensors").string(), model_, tok_, st_.step);
   save_tensors((tmp / "optimizer.safetensors").string(), optimizer_->state(), {{"step", st_.step}});
+  TrainerState t = st_;
   std::ostringstream rng;
   rng << pass_rng_;
-  nlohmann::json counts = nlohmann::json::object();
-  for (const auto& [k, v] : st_.pass_counts) counts[std::to_string(k)] = v;
-  nlohmann::json tj{{"step", st_.step}, {"tokens", st_.tokens}, {"token_equivalent", st_.token_equivalent},
-                    {"consecutive_bad", st_.consecutive_bad}, {"pass_counts", counts},
-                    {"pass_rng", rng.str()}, {"torch_generator", own_generator},
-                    {"loader", loader_->state()}, {"world_size", env_.world_size}, {"wall_s", wall_s()}};
-  if (comm_) tj["torch_generators"] = generators;
-  write_file_atomic((tmp / "trainer.json").string(), tj.dump(2) + "\n");
+  t.pass_rng = rng.str();
+  t.torch_generators = generators;
+  t.loader = loader_->state();
+  t.world_size = env_.world_size;
+  t.wall_s = wall_s();
+  write_file_atomic((tmp / "trainer.json").string(), t.to_json().dump(2) + "\n");
   fs::remove_all(final_dir);
   fs::rename(tmp, final_dir);
   write_latest(opt_.out_dir, name);
+  last_checkpoint_ = name;
   run_record_["progress"] = {{"step", st_.step},
                              {"steps", rc_.train.steps},
                              {"tokens", st_.tokens},
@@ -563,6 +609,22 @@ void TrainingRun::save_checkpoint() {
   if (result_.validated)
     run_record_["progress"]["val"] = {{"standard", result_.val_standard}, {"fused1", result_.val_fused1}};
   write_file_atomic((out_ / "run.json").string(), run_record_.dump(2) + "\n");
+}
+
+/// Throws fbt::Error naming the first parameter with a NaN or infinity: such weights are never
+/// checkpointed (every rank holds the same weights, so every rank throws).
+void TrainingRun::check_weights_finite() const {
+  torch::NoGradGuard no_grad;
+  for (const auto& p : model_->named_parameters())
+    if (!torch::isfinite(p.value()).all().item<bool>())
+      throw Error("step " + std::to_string(st_.step) + ": parameter " + p.key() +
+                  " holds non-finite values; not checkpointing it (" + latest_note() + "); lower train.lr");
+}
+
+/// "latest names step-N (the newest checkpoint)" or "no checkpoint was written", for errors.
+std::string TrainingRun::latest_note() const {
+  return last_checkpoint_.empty() ? "no checkpoint was written"
+                                  : (out_ / "latest").string() + " still names " + last_checkpoint_;
 }
 
 // ---- the run's summary: tokens, token-equivalent compute, realised pass fractions, peak memory
@@ -590,10 +652,24 @@ TrainResult TrainingRun::run() {
     record_step(s);
     const bool last = st_.step == tc.steps;
     if (((tc.eval_every > 0 && st_.step % tc.eval_every == 0) || last) && rank0_) validate();
-    if ((tc.checkpoint_every > 0 && st_.step % tc.checkpoint_every == 0) || last || s.stop) save_checkpoint();
+    if ((tc.checkpoint_every > 0 && st_.step % tc.checkpoint_every == 0) || last || s.stop) {
+      // A state reached through non-finite steps never becomes `latest` (train.max_bad_steps).
+      if (st_.consecutive_bad > 0 && last)
+        throw Error("the run ended after " + std::to_string(st_.consecutive_bad) +
+                    " consecutive non-finite step(s), so its final state is not checkpointed; " + latest_note() +
+                    "; lower train.lr or check the data");
+      if (st_.consecutive_bad > 0)
+        log_ << "note: step " << st_.step << " follows " << st_.consecutive_bad
+             << " non-finite step(s): not checkpointed; " << latest_note() << "\n";
+      else
+        save_checkpoint();
+    }
     if (s.stop && !last) {
-      log_ << (tty_ ? "\n" : "") << "interrupted: checkpoint written at step " << st_.step << " ("
-           << (out_ / step_dir_name(st_.step)).string() << "); continue with --resume\n";
+      log_ << (tty_ ? "\n" : "") << "interrupted: "
+           << (last_checkpoint_ == step_dir_name(st_.step) ? "checkpoint written at step " + std::to_string(st_.step) + " (" +
+                                                                (out_ / last_checkpoint_).string() + ")"
+                                                          : "at step " + std::to_string(st_.step) + ", " + latest_note())
+           << "; continue with --resume\n";
       result_.stop_signal = s.stop;
       break;
     }

@@ -3,6 +3,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <vector>
@@ -56,6 +57,28 @@ std::string sha256_hex_file(const std::string& path) {
     update(ctx.get(), buf.data(), static_cast<size_t>(in.gcount()));
   }
   if (in.bad()) throw Error("read error on '" + path + "' while computing its sha256");
+  return finish_hex(ctx.get());
+}
+
+std::string sha256_hex_file_sampled(const std::string& path, int64_t blocks, int64_t block_bytes) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw Error("cannot open '" + path + "' to compute its sampled sha256");
+  const int64_t size = in.tellg();
+  MdCtx ctx = new_sha256_ctx();
+  const std::string size_text = std::to_string(size) + "\n";  // the size is part of what is hashed
+  update(ctx.get(), size_text.data(), size_text.size());
+  std::vector<char> buf(static_cast<size_t>(block_bytes));
+  for (int64_t b = 0; b < blocks; ++b) {
+    // Block b starts at b/(blocks-1) of the way to the last block's start: the first block,
+    // the last, and evenly spaced ones between; a file of at most blocks x block_bytes is read whole.
+    const int64_t span = std::max<int64_t>(0, size - block_bytes);
+    const int64_t start = size <= blocks * block_bytes ? b * block_bytes : span * b / std::max<int64_t>(1, blocks - 1);
+    if (start >= size) break;
+    in.seekg(start);
+    in.read(buf.data(), static_cast<std::streamsize>(std::min(block_bytes, size - start)));
+    if (in.bad() || in.gcount() <= 0) throw Error("read error on '" + path + "' while computing its sampled sha256");
+    update(ctx.get(), buf.data(), static_cast<size_t>(in.gcount()));
+  }
   return finish_hex(ctx.get());
 }
 

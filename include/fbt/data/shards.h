@@ -82,8 +82,11 @@ class TokenShard {
 /// fbt::Error naming the file if it is missing, not JSON, or not an fbt dataset.
 nlohmann::json read_dataset_meta(const std::string& data_dir);
 
-/// Opens DIR/<split>.bin ("train" or "val") checked against the vocab size in DIR/meta.json.
-TokenShard open_split(const std::string& data_dir, const std::string& split);
+/// Opens DIR/<split>.bin ("train" or "val") checked against DIR/meta.json: the vocab size, the
+/// split's token count and, when meta.json records it (datasets prepared since it exists), the
+/// sampled sha256 (hash.h: a few MiB read); with `verify`, the sha256 of the whole file. Throws
+/// fbt::Error naming the file and what differs.
+TokenShard open_split(const std::string& data_dir, const std::string& split, bool verify = false);
 
 /// Random-window training batches: each row is a window of T+1 consecutive tokens at a start
 /// drawn uniformly from [0, N - T - 1] by the loader's own std::mt19937_64 (seeded from seed and

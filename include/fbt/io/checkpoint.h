@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fbt/io/safetensors.h"
 #include "fbt/model/model.h"
 
 namespace fbt {
@@ -24,6 +25,16 @@ struct CheckpointInfo {
 /// taken from the model, git SHA from the build) to `path` via a temporary file and rename;
 /// an existing file at `path` survives any failure. Throws fbt::Error on I/O failure.
 void save_model(const std::string& path, FBT& model, const nlohmann::json& tokenizer, int64_t step);
+
+/// Parses a model checkpoint's metadata (safetensors.h TensorFile::metadata of `path`): every
+/// field present with its JSON type (format_version, model_config with every ModelConfig key,
+/// tokenizer, step >= 0, git_sha). Throws fbt::Error naming `path` and the field.
+CheckpointInfo checkpoint_info_from_metadata(const nlohmann::json& metadata, const std::string& path);
+
+/// Copies the tensors of `file` (read from `path`) into `model` after checking that `info`'s
+/// config equals the model's and that names and shapes match; throws fbt::Error naming `path`
+/// and the first mismatch. load_weights is this after load_tensors.
+void assign_weights(const TensorFile& file, const CheckpointInfo& info, FBT& model, const std::string& path);
 
 /// Reads only the metadata of a checkpoint (validating the whole file). Throws fbt::Error
 /// naming `path` for a missing, truncated or corrupted file or an unknown format version.

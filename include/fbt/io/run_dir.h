@@ -23,7 +23,14 @@ std::string resolve_checkpoint(const std::string& path);
 std::string run_dir_of(const std::string& model_file);
 /// Atomically points RUNDIR/latest at `step_dir_name` (temporary file + rename).
 void write_latest(const std::string& run_dir, const std::string& step_dir_name);
-/// Writes `text` to `path` via `path.tmp` + rename; throws fbt::Error naming the path on failure.
+/// Writes `text` to `path` via `path.tmp`, fsync and rename, then fsyncs the directory, so a
+/// crash or power loss leaves either the old or the new file; throws fbt::Error naming the path
+/// and the OS error on failure (the old file is then untouched).
 void write_file_atomic(const std::string& path, const std::string& text);
+
+/// Drops the lines of a run's metrics.jsonl whose step is after `step` (steps a resume from
+/// `step` repeats) and lines that are not JSON (cut short by a kill), rewriting the file
+/// atomically. Returns the number of lines dropped (0: the file is untouched or absent).
+int64_t truncate_metrics(const std::string& path, int64_t step);
 
 }  // namespace fbt

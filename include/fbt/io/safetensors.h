@@ -16,7 +16,8 @@ using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 /// (8-byte little-endian header length, JSON header with dtype/shape/data_offsets per tensor and
 /// a "__metadata__" object of string values, then the raw little-endian bytes), so Python's
 /// `safetensors` can read our checkpoints. `metadata` (any JSON) is stored as the string value
-/// "__metadata__": {"fbt": metadata.dump(), "sha256": <sha256 hex of the whole data section>}.
+/// "__metadata__": {"fbt": metadata.dump(), "sha256": <sha256 hex of the whole data section>,
+/// "header_sha256": <sha256 hex of the header's compact JSON dump without this field>}.
 /// Tensors on any device/any contiguity are copied to CPU contiguous first. Supported dtypes:
 /// float32, float16, bfloat16, float64, int64, int32, int16, int8, uint8, bool.
 /// Names must be unique and not "__metadata__"; tensors are laid out in insertion order.
@@ -36,7 +37,8 @@ struct TensorFile {
 /// within the file; header is valid JSON; every tensor's dtype known, shape × itemsize equals
 /// its byte range, ranges within the data section and non-overlapping; file size equals header +
 /// data end (a truncated or extended file is an error that says expected vs actual size); the
-/// sha256 of the data section matches the stored one (corruption error). Every error is an
+/// sha256 of the data section matches the stored one, and header_sha256 the header when present
+/// (files of other writers and of fbt before it have none) (corruption errors). Every error is an
 /// fbt::Error naming `path` and the problem.
 TensorFile load_tensors(const std::string& path);
 

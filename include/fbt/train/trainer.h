@@ -21,6 +21,7 @@ struct TrainOptions {
   int64_t steps = 0;                ///< overrides train.steps when > 0
   bool resume = false;              ///< continue from RUNDIR/latest
   bool force = false;               ///< replace a different run already in out_dir
+  bool verify_data = false;         ///< check the shards' full sha256 against meta.json (open_split)
   std::string device = "cpu";       ///< "cpu" or "cuda" (`fbt train --device auto` resolves to one) (a data-parallel rank takes cuda:LOCAL_RANK)
   DistributedOptions dist;          ///< used when launched with WORLD_SIZE > 1 (distributed.h)
 };

@@ -72,6 +72,26 @@ void read_field(const nlohmann::json& j, const std::string& what, T& out) {
   }
 }
 
+/// The message of a JSON-library exception without the parser's "last read: '...'" echo of the
+/// input (which can be kilobytes long), for errors that name the file themselves.
+inline std::string json_error_brief(const nlohmann::json::exception& e) {
+  const std::string what = e.what();
+  return what.substr(0, what.find("; last read"));
+}
+
+/// The value of field `key` of the JSON object `j` as T, type-checked by read_field; throws
+/// fbt::Error naming `what` (the file, or file: section) and the key when `j` is not an object,
+/// the key is missing, or its value has the wrong JSON type. For files fbt reads back.
+template <class T>
+T required_field(const nlohmann::json& j, const std::string& key, const std::string& what) {
+  if (!j.is_object()) throw Error(what + ": expected a JSON object, got " + j.dump().substr(0, 80));
+  const auto it = j.find(key);
+  if (it == j.end()) throw Error(what + ": field '" + key + "' is missing");
+  T out{};
+  read_field(*it, what + ": field '" + key + "'", out);
+  return out;
+}
+
 /// Serialises a struct whose fields are listed by `s.visit(f)` (f(name, member) per field).
 template <class S>
 nlohmann::json fields_to_json(const S& s) {
