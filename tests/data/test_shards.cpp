@@ -286,5 +286,31 @@ TEST(DataMeta, MissingOrForeignMetaIsRefused) {
   expect_error([&] { read_dataset_meta(dir.path.string()); }, {"meta.json", "JSON"});
 }
 
+// Issue 21 item 9: the tokenizer block every reader relies on is checked where it is read, so
+// a damaged one is an error naming the file and the field, never a raw JSON-library exception.
+TEST(DataMeta, DamagedTokenizerBlockNamesTheField) {
+  TempDir dir;
+  const nlohmann::json good{{"format", "fbt-dataset"}, {"format_version", 1},
+                            {"tokenizer", {{"type", "byte"}, {"vocab_size", 259}, {"eos_id", 258}}}};
+  std::ofstream(dir.path / "meta.json") << good.dump();
+  EXPECT_EQ(read_dataset_meta(dir.path.string()).at("tokenizer").at("vocab_size"), 259);
+  const std::vector<std::pair<nlohmann::json, std::string>> cases = {
+      {nlohmann::json{{"tokenizer", "byte"}}, "tokenizer: expected a JSON object"},
+      {nlohmann::json{{"tokenizer", {{"vocab_size", "259"}}}}, "field 'vocab_size': expected an integer"},
+      {nlohmann::json{{"tokenizer", {{"vocab_size", 0}}}}, "'vocab_size' is 0"},
+      {nlohmann::json{{"tokenizer", {{"eos_id", 259}}}}, "'eos_id' is 259, outside [0, vocab_size 259)"},
+  };
+  for (const auto& [patch, expected] : cases) {
+    auto meta = good;
+    meta.merge_patch(patch);
+    std::ofstream(dir.path / "meta.json", std::ios::trunc) << meta.dump();
+    expect_error([&] { read_dataset_meta(dir.path.string()); }, {"meta.json", expected});
+  }
+  auto meta = good;
+  meta.erase("tokenizer");
+  std::ofstream(dir.path / "meta.json", std::ios::trunc) << meta.dump();
+  expect_error([&] { read_dataset_meta(dir.path.string()); }, {"meta.json", "field 'tokenizer' is missing"});
+}
+
 }  // namespace
 }  // namespace fbt

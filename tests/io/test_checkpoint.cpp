@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "fbt/io/checkpoint.h"
+#include "fbt/io/safetensors.h"
 #include "fbt/util/error.h"
 #include "temp_dir.h"
 #include "test_model_helpers.h"
@@ -95,6 +96,28 @@ TEST_F(CheckpointTest, FailedSaveKeepsEarlierCheckpoint) {
   EXPECT_THROW(save_model((dir / "no_such_dir" / "m.safetensors").string(), model, {}, 2), Error);
   EXPECT_EQ(read_checkpoint_info(p).step, 1);
   EXPECT_EQ(fs::file_size(p), before);
+}
+
+// Issue 21 items 9 and 11: every metadata field is checked by type and a checkpoint must state
+// every setting (a missing key would silently take its default); the messages name the field.
+TEST_F(CheckpointTest, DamagedMetadataFieldsAreNamed) {
+  auto model = testing::make_test_model();
+  const auto p = path("m.safetensors");
+  save_model(p, model, {}, 1);
+  const auto good = load_tensors(p);
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases = {
+      {[](nlohmann::json& m) { m["step"] = "sixty"; }, "field 'step': expected an integer"},
+      {[](nlohmann::json& m) { m["format_version"] = "1"; }, "field 'format_version': expected an integer"},
+      {[](nlohmann::json& m) { m["git_sha"] = 123; }, "field 'git_sha': expected a string"},
+      {[](nlohmann::json& m) { m["model_config"].erase("rope_theta"); }, "model_config lacks 'rope_theta'"},
+      {[](nlohmann::json& m) { m["tokenizer"] = 5; }, "field 'tokenizer' is not an object"},
+  };
+  for (const auto& [damage, expected] : cases) {
+    auto meta = good.metadata;
+    damage(meta);
+    save_tensors(path("bad.safetensors"), good.tensors, meta);  // a consistent file with bad metadata
+    expect_error([&] { read_checkpoint_info(path("bad.safetensors")); }, {"bad.safetensors", expected});
+  }
 }
 
 }  // namespace

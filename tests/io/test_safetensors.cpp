@@ -211,6 +211,21 @@ TEST_F(TensorIO, FlippedDataByteIsReportedAsCorrupt) {
   EXPECT_NE(msg.find("corrupt"), std::string::npos) << msg;
 }
 
+// Issue 21 item 11: a same-length edit of the header (here a metadata value) keeps every size
+// valid and the data checksum right, and is caught by header_sha256.
+TEST_F(TensorIO, SameLengthHeaderEditIsReportedAsCorrupt) {
+  const std::string path = file("edit.safetensors");
+  fbt::save_tensors(path, {{"w", torch::randn({4})}}, json{{"rope_theta", 10000.0}});
+  std::string bytes = read_bytes(path);
+  const auto at = bytes.find("10000.0");
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at, 7, "90000.0");
+  write_bytes(path, bytes);
+  const std::string msg = error_of([&] { fbt::load_tensors(path); });
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("header checksum mismatch"), std::string::npos) << msg;
+}
+
 TEST_F(TensorIO, GarbageFileIsRejected) {
   const std::string path = file("garbage.bin");
   const std::string cases[] = {
