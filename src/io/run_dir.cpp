@@ -1,7 +1,9 @@
 // Run directory layout: step directory names, the `latest` pointer, --checkpoint resolution.
 #include "fbt/io/run_dir.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -23,15 +25,17 @@ void write_file_atomic(const std::string& path, const std::string& text) {
     f << text;
     f.flush();
     if (!f) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw Error(path + ": cannot write file");
+      const int err = errno;  // open() or write()'s error, before remove() can change it
+      std::error_code ignored;
+      fs::remove(tmp, ignored);
+      throw Error(path + ": cannot write file '" + tmp + "': " + std::strerror(err));
     }
   }
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) {
-    fs::remove(tmp, ec);
+    std::error_code ignored;  // keep rename's error for the message
+    fs::remove(tmp, ignored);
     throw Error(path + ": cannot rename temporary file into place: " + ec.message());
   }
 }
