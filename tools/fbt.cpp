@@ -20,7 +20,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help, and a run stopped by a signal (cmd_train.cpp: exit 128 + signal)
+    if (e.get_exit_code() == 0 || dynamic_cast<const CLI::RuntimeError*>(&e) != nullptr) return app.exit(e);
+    // A bad flag or value is bad input like any other: "error: ..." and exit 1 (CLI11's own codes
+    // are 100+).
+    std::cerr << "error: " << e.what() << "\nRun with --help for more information.\n";
+    return 1;
   } catch (const fbt::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;
