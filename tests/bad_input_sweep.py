@@ -239,6 +239,8 @@ def cases():
     add("data-shard-overwritten", ["train", "--config", "debug", "--data", "d5", "--out", "t13"], "val.bin",
         damaged_data("d5", lambda d: shutil.copy(os.path.join(ROOT, d, "train.bin"),
                                                  os.path.join(ROOT, d, "val.bin"))))
+    add("data-shard-edited-verify", ["eval-loss", "--checkpoint", "run", "--data", "d7", "--verify"], "val.bin",
+        damaged_data("d7", lambda d: flip_byte(f"{d}/val.bin", 4000)))
     # checkpoints read by the inference subcommands
     add("generate-missing-checkpoint", ["generate", "--checkpoint", "nope", "--prompt", "a"], "nope")
     add("generate-run-tokenizer-broken", ["generate", "--checkpoint", "g1", "--prompt", "a"], "meta.json",
@@ -262,7 +264,7 @@ def cases():
     add("generate-temperature-nan", ["generate", "--checkpoint", "run", "--prompt", "a", "--temperature", "nan"],
         "--temperature")
     add("generate-temperature-negative-no-tokens", ["generate", "--checkpoint", "run", "--prompt", "a",
-                                                    "--temperature", "-1", "--max-new-tokens", "0"],
+                                                    "--temperature", "-1", "--max-new-tokens", "5"],
         "--temperature")
     add("generate-top-p-2", ["generate", "--checkpoint", "run", "--prompt", "a", "--top-p", "2"], "--top-p")
     add("generate-top-k-negative", ["generate", "--checkpoint", "run", "--prompt", "a", "--top-k", "-3"],
@@ -320,6 +322,49 @@ def cases():
     add("bench-threads-negative", ["bench", *SMALL, "--threads", "-1"], "--threads")
     add("bench-warmup-negative", ["bench", *SMALL, "--warmup", "-3"], "--warmup")
     add("bench-reps-0", ["bench", *SMALL, "--reps", "0"], "--reps")
+    # numbers out of range, everywhere (issue 21 item 13), and output paths checked before the work
+    T = ["train", "--config", "debug", "--data", "data", "--out", "t20"]
+    for flag, value in [("--steps", "0"), ("--steps", "-5"), ("--steps", "99999999999999999999999"),
+                        ("--dist-timeout", "0"), ("--bucket-mb", "-1")]:
+        add(f"train{flag}={value}", T + [flag, value], flag)
+    for setting in ["train.lr=1e39", "train.seed=-1", "train.batch_size=16000000", "model.d_model=0",
+                    "train.warmup_steps=-3", "train.mixin_prob=nan", "train.eval_tokens=8"]:
+        add(f"train-set-{setting}", T + ["--set", setting], setting.split("=")[0])
+    add("train-config-steps-wraps", ["train", "--config", "huge.json", "--data", "data", "--out", "t21"], "steps",
+        setup=lambda: write("huge.json", '{"model": "debug", "train": {"steps": 18446744073709551615}}'))
+    add("generate-max-new-tokens-0", ["generate", "--checkpoint", "run", "--prompt", "a", "--max-new-tokens", "0"],
+        "--max-new-tokens")
+    add("generate-seed-negative", ["generate", "--checkpoint", "run", "--prompt", "a", "--seed", "-1"], "--seed")
+    add("prepare-seed-negative", ["prepare", "--input", "corpus", "--out", "p5", "--tokenizer", "byte", "--seed", "-1"],
+        "--seed")
+    add("prepare-vocab-too-small", ["prepare", "--input", "corpus", "--out", "p6", "--vocab-size", "100"],
+        "--vocab-size")
+    add("prepare-out-under-file", ["prepare", "--input", "corpus", "--out", "prompt.txt/sub", "--tokenizer", "byte"],
+        "prompt.txt")
+    add("eval-loss-max-passes-0", ["eval-loss", "--checkpoint", "run", "--data", "data", "--contraction",
+                                   "--max-passes", "0"], "--max-passes")
+    add("eval-loss-json-missing-dir", ["eval-loss", "--checkpoint", "run", "--data", "data", "--json",
+                                       "nodir/x.json"], "nodir")
+    add("eval-samples-under-file", ["eval", "gsm8k", "--checkpoint", "run", "--data-dir", "tasks", "--samples",
+                                    "prompt.txt/s.jsonl"], "prompt.txt")
+    add("eval-sandbox-jobs-0", ["eval", "humaneval", "--checkpoint", "run", "--data-dir", "tasks",
+                                "--sandbox-jobs", "0", "--allow-code-execution"], "--sandbox-jobs")
+    add("eval-temperatures-nan", ["eval", "humaneval", "--checkpoint", "run", "--data-dir", "tasks",
+                                  "--temperatures", "0.5,nan", "--allow-code-execution"], "--temperatures")
+    add("eval-samples-per-problem-0", ["eval", "humaneval", "--checkpoint", "run", "--data-dir", "tasks",
+                                       "--samples-per-problem", "0", "--allow-code-execution"], "--samples-per-problem")
+    add("synth-writes-negative", ["synth", "--task", "registers", "--writes", "-1", "--out", "s4.jsonl"], "--writes")
+    add("probe-l2-inf", ["eval-probe", "mem.jsonl", "--checkpoint", "run", "--l2", "inf"], "--l2")
+    add("probe-max-iter-0", ["eval-probe", "mem.jsonl", "--checkpoint", "run", "--max-iter", "0"], "--max-iter")
+    add("probe-out-is-dir", ["eval-probe", "mem.jsonl", "--checkpoint", "run", "--out", "corpus"], "corpus")
+    add("bench-train-seq-negative", ["bench", *SMALL, "--train-seq", "-5"], "--train-seq")
+    add("bench-peak-size-negative", ["bench", *SMALL, "--peak-size", "-1"], "--peak-size")
+    add("bench-passes-0", ["bench", *SMALL, "--passes", "1,0"], "--passes")
+    add("bench-context-overflow", ["bench", "--preset", "debug", "--tests", "decode", "--contexts", "60",
+                                   "--new-tokens", "8"], "--contexts")
+    add("bench-out-is-dir", ["bench", *SMALL, "--tests", "train", "--out", "corpus"], "corpus")
+    add("bench-results-dir-is-file", ["bench", *SMALL, "--tests", "train", "--results-dir", "prompt.txt"],
+        "prompt.txt")
     return c
 
 

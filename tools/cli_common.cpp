@@ -1,10 +1,21 @@
-// Helpers shared by the inference subcommands: --checkpoint loading, --device, vocab checks.
+// Helpers shared by the subcommands: --checkpoint loading, --device, vocab checks, numeric
+// validators, output-path checks.
 #include "cli_common.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <optional>
+#include <sstream>
 
 #include <torch/cuda.h>
 
+#include "fbt/infer/generate.h"
 #include "fbt/io/run_dir.h"
 #include "fbt/util/error.h"
 
@@ -50,6 +61,124 @@ void check_tokenizer_matches(const nlohmann::json& meta, const std::string& orig
       throw Error("tokenizer of '" + origin + "' has " + field + " " + meta[field].dump() + " but checkpoint '" +
                   checkpoint.model_file + "' was trained with " + own[field].dump());
   }
+}
+
+// ---- numeric flags
+namespace {
+
+/// `text` as a whole, in decimal (an optional leading '+'), if it is a T; nullopt otherwise
+/// (not a number, trailing characters, out of T's range, or a '-' for an unsigned T).
+template <class T>
+std::optional<T> parse_whole(const std::string& text) {
+  std::string_view s(text);
+  if (s.size() > 1 && s[0] == '+' && s[1] != '-') s.remove_prefix(1);
+  T value{};
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return value;
+}
+
+std::string format_number(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+}  // namespace
+
+CLI::Validator integer_range(int64_t lo, int64_t hi) {
+  const std::string range = hi == std::numeric_limits<int64_t>::max()
+                                ? ">= " + std::to_string(lo)
+                                : "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        const auto v = parse_whole<int64_t>(text);
+        if (!v || *v < lo || *v > hi) return "expected an integer " + range + ", got '" + text + "'";
+        return {};
+      },
+      "INT " + range);
+}
+
+CLI::Validator count_or_all() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const auto v = parse_whole<int64_t>(text);
+        if (!v || (*v != -1 && *v < 1)) return "expected -1 (all) or an integer >= 1, got '" + text + "'";
+        return {};
+      },
+      "-1 (all) or INT >= 1");
+}
+
+CLI::Validator seed_value() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (!parse_whole<uint64_t>(text))
+          return "expected an integer in [0, 18446744073709551615], got '" + text + "'";
+        return {};
+      },
+      "UINT in [0, 2^64-1]");
+}
+
+CLI::Validator number_range(double lo, double hi, bool lo_open, bool hi_open) {
+  const std::string range = std::string(lo_open ? "(" : "[") + format_number(lo) + ", " + format_number(hi) +
+                            (hi_open ? ")" : "]");
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        const auto v = parse_whole<double>(text);
+        const bool ok = v && std::isfinite(*v) && (lo_open ? *v > lo : *v >= lo) && (hi_open ? *v < hi : *v <= hi);
+        if (!ok) return "expected a number in " + range + ", got '" + text + "'";
+        return {};
+      },
+      "NUMBER in " + range);
+}
+
+CLI::Validator temperature_value() {
+  const std::string range = "0 (greedy) or a number in [" + format_number(kMinTemperature) + ", " +
+                            format_number(kMaxTemperature) + "]";
+  return CLI::Validator(
+      [range](std::string& text) -> std::string {
+        const auto v = parse_whole<double>(text);
+        if (!v || !temperature_in_range(*v)) return "expected " + range + ", got '" + text + "'";
+        return {};
+      },
+      range);
+}
+
+// ---- output paths
+namespace {
+
+[[noreturn]] void fail_path(const std::string& flag, const std::string& path, int err) {
+  throw Error(flag + " " + path + ": " + std::strerror(err));
+}
+
+/// Throws unless `dir` is an existing directory this process may create files in.
+void check_writable_dir(const std::string& flag, const std::string& path, const std::filesystem::path& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) fail_path(flag, path, errno);
+  if (!S_ISDIR(st.st_mode)) fail_path(flag, path, ENOTDIR);
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) fail_path(flag, path, errno);
+}
+
+}  // namespace
+
+void check_output_file(const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
+  const std::filesystem::path p(path);
+  struct stat st {};
+  if (::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail_path(flag, path, EISDIR);
+  check_writable_dir(flag, path, p.has_parent_path() ? p.parent_path() : std::filesystem::path("."));
+}
+
+void check_output_dir(const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
+  std::filesystem::path p = std::filesystem::absolute(path);
+  struct stat st {};
+  while (::stat(p.c_str(), &st) != 0) {  // climb to the nearest existing ancestor
+    if (errno != ENOENT) fail_path(flag, path, errno);
+    if (!p.has_parent_path() || p.parent_path() == p) fail_path(flag, path, ENOENT);
+    p = p.parent_path();
+  }
+  check_writable_dir(flag, path, p);
 }
 
 }  // namespace fbt::cli

@@ -1,7 +1,12 @@
-// Helpers shared by the inference subcommands: --checkpoint loading, --device, vocab checks.
+// Helpers shared by the subcommands: --checkpoint loading, --device, vocab checks, strict
+// range validators for numeric flags, and output-path checks made before any work.
 #pragma once
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
+
+#include <CLI/CLI.hpp>
 
 #include "fbt/data/tokenizer.h"
 #include "fbt/io/checkpoint.h"
@@ -33,5 +38,33 @@ std::unique_ptr<Tokenizer> load_run_tokenizer(const LoadedCheckpoint& checkpoint
 /// record them, the same type and sentencepiece model sha256 as the checkpoint's tokenizer.
 void check_tokenizer_matches(const nlohmann::json& tokenizer_meta, const std::string& origin,
                              const LoadedCheckpoint& checkpoint);
+
+// ---- numeric flags: CLI11 validators that read the text strictly (CLI11's own conversion
+// saturates "99999999999999999999" and wraps "-1" for unsigned options). Each shows its range in
+// --help, and a value outside it fails as "--FLAG: ..." (main prints "error: " and exits 1).
+// Delimited options (--passes 1,2,3) check every element.
+
+/// An integer in [lo, hi], written in decimal ("INT >= lo" or "INT in [lo, hi]" in --help).
+CLI::Validator integer_range(int64_t lo, int64_t hi = std::numeric_limits<int64_t>::max());
+/// -1 (meaning all / no limit) or an integer >= 1: --limit, --max-tokens.
+CLI::Validator count_or_all();
+/// A seed: an unsigned 64-bit integer in [0, 2^64 - 1], written in decimal ("-1" is an error).
+CLI::Validator seed_value();
+/// A finite number in [lo, hi]; `lo_open` / `hi_open` exclude the bound ("(0, 1]").
+CLI::Validator number_range(double lo, double hi, bool lo_open = false, bool hi_open = false);
+/// A sampling temperature: 0 (greedy) or a number in [kMinTemperature, kMaxTemperature]
+/// (include/fbt/infer/generate.h, the range check_temperature enforces).
+CLI::Validator temperature_value();
+
+// ---- output paths, checked before the work that produces them
+
+/// Throws fbt::Error naming `flag`, `path` and the OS error (strerror) unless `path` can be
+/// written by write_file_atomic: it is not a directory, and its directory exists and is writable.
+/// An empty path (the flag not given) passes.
+void check_output_file(const std::string& flag, const std::string& path);
+/// Throws fbt::Error naming `flag`, `path` and the OS error unless `path` is a writable directory
+/// or can be created as one (it does not exist and its nearest existing ancestor is a writable
+/// directory). An empty path passes.
+void check_output_dir(const std::string& flag, const std::string& path);
 
 }  // namespace fbt::cli

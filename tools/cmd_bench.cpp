@@ -214,11 +214,40 @@ std::string markdown(const nlohmann::json& r) {
   return o.str();
 }
 
+/// The shapes of every selected measurement against the model context, before any is run (the
+/// library checks them again, but only when it reaches them, minutes later).
+void check_shapes(const BenchArgs& a) {
+  const int64_t context = bench_shape(a.preset).context;
+  if (wants(a, "train") && a.train_seq > context)
+    throw Error("--train-seq " + std::to_string(a.train_seq) + " exceeds the model context " + std::to_string(context));
+  for (int64_t c : a.contexts) {
+    if (wants(a, "prefill") && c > context)
+      throw Error("--contexts " + std::to_string(c) + " exceeds the model context " + std::to_string(context));
+    if (wants(a, "decode") && c + a.new_tokens > context)
+      throw Error("--contexts " + std::to_string(c) + " + --new-tokens " + std::to_string(a.new_tokens) +
+                  " exceeds the model context " + std::to_string(context));
+  }
+}
+
+/// `stem` if neither stem.md nor stem.json exists, else the first of stem_2, stem_3, ... for which
+/// neither does: a second run on the same day keeps the first one's files.
+std::string unused_stem(const std::string& stem) {
+  auto taken = [](const std::string& s) {
+    return std::filesystem::exists(s + ".md") || std::filesystem::exists(s + ".json");
+  };
+  if (!taken(stem)) return stem;
+  for (int n = 2;; ++n)
+    if (!taken(stem + "_" + std::to_string(n))) return stem + "_" + std::to_string(n);
+}
+
 void run(const BenchArgs& a) {
   if (a.format != "md" && a.format != "json") throw Error("--format: expected md or json, got '" + a.format + "'");
   for (const auto& t : a.tests)
     if (t != "train" && t != "prefill" && t != "decode")
       throw Error("--tests: unknown test '" + t + "' (expected train, prefill, decode)");
+  check_shapes(a);
+  check_output_file("--out", a.out);
+  check_output_dir("--results-dir", a.results_dir);
   if (a.threads > 0) torch::set_num_threads(a.threads);
   const torch::Device device = parse_device(a.device);
   const auto record = run_bench(a, device);
@@ -226,11 +255,12 @@ void run(const BenchArgs& a) {
   std::cout << text;
   if (!a.out.empty()) write_file_atomic(a.out, text);
   if (!a.results_dir.empty()) {
-    const std::string path = a.results_dir + "/" + a.preset + "_" + record["hardware"].get<std::string>() + "_" +
-                             record["date"].get<std::string>() + (a.decoder == "graph" ? "_graph" : "");
     std::error_code ec;
     std::filesystem::create_directories(a.results_dir, ec);
     if (ec) throw Error("--results-dir " + a.results_dir + ": cannot create the directory (" + ec.message() + ")");
+    const std::string path =
+        unused_stem(a.results_dir + "/" + a.preset + "_" + record["hardware"].get<std::string>() + "_" +
+                    record["date"].get<std::string>() + (a.decoder == "graph" ? "_graph" : ""));
     write_file_atomic(path + ".md", markdown(record));
     write_file_atomic(path + ".json", record.dump(2) + "\n");
     std::cerr << "wrote " << path << ".md and .json\n";
@@ -242,17 +272,32 @@ void run(const BenchArgs& a) {
 void add_bench_command(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "Training / prefill / decode throughput, MFU and peak memory of a model shape");
-  cmd->add_option("--preset", a->preset, "Model shape: debug, small, 1b, or llama-134m (D768 L12 V32000)")->capture_default_str();
+  cmd->add_option("--preset", a->preset, "Model shape: debug, small, 1b, or llama-134m (D768 L12 V32000)")
+      ->check(CLI::IsMember({"debug", "small", "1b", "llama-134m"}))
+      ->capture_default_str();
   cmd->add_option("--tests", a->tests, "Any of train, prefill, decode")->delimiter(',')->capture_default_str();
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
-  cmd->add_option("--threads", a->threads, "CPU threads (0: libtorch's default)")->capture_default_str();
-  cmd->add_option("--reps", a->reps, "Timed repetitions per measurement")->capture_default_str();
-  cmd->add_option("--warmup", a->warmup, "Untimed repetitions before them")->capture_default_str();
-  cmd->add_option("--passes", a->passes, "K of the training steps")->delimiter(',')->capture_default_str();
-  cmd->add_option("--train-batch", a->train_batch, "Sequences per training step")->capture_default_str();
-  cmd->add_option("--train-seq", a->train_seq, "Tokens per training sequence (0: the model context)")->capture_default_str();
-  cmd->add_option("--batch-sizes", a->batch_sizes, "Prefill/decode batch sizes")->delimiter(',')->capture_default_str();
-  cmd->add_option("--contexts", a->contexts, "Prompt lengths for prefill and before decoding")->delimiter(',')->capture_default_str();
+  cmd->add_option("--threads", a->threads, "CPU threads (0: libtorch's default)")
+      ->capture_default_str()
+      ->check(integer_range(0, 1024));
+  cmd->add_option("--reps", a->reps, "Timed repetitions per measurement")->capture_default_str()->check(integer_range(1));
+  cmd->add_option("--warmup", a->warmup, "Untimed repetitions before them")->capture_default_str()->check(integer_range(0));
+  cmd->add_option("--passes", a->passes, "K of the training steps")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(integer_range(1));
+  cmd->add_option("--train-batch", a->train_batch, "Sequences per training step")->capture_default_str()->check(integer_range(1));
+  cmd->add_option("--train-seq", a->train_seq, "Tokens per training sequence (0: the model context)")
+      ->capture_default_str()
+      ->check(integer_range(0));
+  cmd->add_option("--batch-sizes", a->batch_sizes, "Prefill/decode batch sizes")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(integer_range(1));
+  cmd->add_option("--contexts", a->contexts, "Prompt lengths for prefill and before decoding")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(integer_range(1));
   cmd->add_option("--decoder", a->decoder,
                   "Decode step: auto (the dedicated CPU step for fp32 CPU models, as fbt generate), cpu, generic, "
                   "or graph (the generic step captured once into a CUDA graph and replayed; CUDA only)")
@@ -261,13 +306,15 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--dtype", a->dtype, "Weights of the prefill/decode tests: fp32 or bf16")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
-  cmd->add_option("--new-tokens", a->new_tokens, "Decode steps timed per repetition")->capture_default_str();
-  cmd->add_option("--peak-size", a->peak_size, "n of the n×n matmul measuring the peak (0: 1024 CPU, 8192 CUDA)");
-  cmd->add_option("--seed", a->seed, "Seed of weights and tokens")->capture_default_str();
+  cmd->add_option("--new-tokens", a->new_tokens, "Decode steps timed per repetition")->capture_default_str()->check(integer_range(1));
+  cmd->add_option("--peak-size", a->peak_size, "n of the n×n matmul measuring the peak (0: 1024 CPU, 8192 CUDA)")
+      ->check(integer_range(0, 32768));
+  cmd->add_option("--seed", a->seed, "Seed of weights and tokens")->capture_default_str()->check(seed_value());
   cmd->add_option("--format", a->format, "md or json on stdout")->capture_default_str();
   cmd->add_option("--out", a->out, "Also write the stdout text to this file");
   cmd->add_option("--results-dir", a->results_dir,
-                  "Also write DIR/<preset>_<hardware>_<date>[_graph].{md,json} (the repository keeps them in bench/results)");
+                  "Also write DIR/<preset>_<hardware>_<date>[_graph].{md,json}, adding _2, _3, ... if a run of the same day "
+                  "already wrote those (the repository keeps them in bench/results)");
   cmd->add_option("--hardware", a->hardware,
                   "Hardware label of the record and file names (default: the CPU model and threads, or cuda-<threads>t)")
       ->check([](const std::string& s) {

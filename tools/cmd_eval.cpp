@@ -127,6 +127,8 @@ std::string samples_file(const EvalArgs& a) {
 
 void run_eval(const EvalArgs& a) {
   if (a.fused_passes < 1) throw Error("--fused-passes must be >= 1 (got " + std::to_string(a.fused_passes) + ")");
+  check_output_file("--out", a.out);  // before any work, not after the whole evaluation
+  check_output_file(a.samples_path.empty() ? "--out (its .samples.jsonl)" : "--samples", samples_file(a));
   std::vector<std::string> mc, gen;  // task names by kind, in command-line order
   for (const auto& name : a.tasks) (find_gen_task(name) ? gen : mc).push_back(name);
   // Before any work: code tasks need --allow-code-execution and a working sandbox.
@@ -199,27 +201,42 @@ void add_eval_command(CLI::App& app) {
       ->check(CLI::IsMember({"standard", "soft", "fused", "all"}))
       ->capture_default_str();
   cmd->add_option("--fused-passes", a->fused_passes, "k of fused(k): fused passes before scoring / decoding")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_range(1));
   cmd->add_option("--shots", a->options.shots,
-                  "Few-shot examples per item (default: 5 for multiple choice, the task's own for generation)");
-  cmd->add_option("--limit", a->options.limit, "Evaluate the first N items at most (-1: all)")->capture_default_str();
-  cmd->add_option("--seed", a->options.seed, "Seed of the few-shot draws (and of sampling)")->capture_default_str();
-  cmd->add_option("--batch", a->batch, "Sequences per forward / generate call")->capture_default_str();
+                  "Few-shot examples per item (default: 5 for multiple choice, the task's own for generation)")
+      ->check(integer_range(0));
+  cmd->add_option("--limit", a->options.limit, "Evaluate the first N items at most (-1: all)")
+      ->capture_default_str()
+      ->check(count_or_all());
+  cmd->add_option("--seed", a->options.seed, "Seed of the few-shot draws (and of sampling)")
+      ->capture_default_str()
+      ->check(seed_value());
+  cmd->add_option("--batch", a->batch, "Sequences per forward / generate call")->capture_default_str()->check(integer_range(1));
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
   cmd->add_option("--out", a->out, "Also write the results to this JSON file");
   cmd->add_option("--samples", a->samples_path,
                   "Generation: per-sample JSONL (default: the --out path with extension .samples.jsonl)");
   cmd->add_option("--max-new-tokens", a->gen.max_new_tokens, "Generation: tokens per completion at most")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_range(1));
   cmd->add_option("--samples-per-problem", a->gen.samples, "Code tasks: n samples per problem and temperature")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_range(1));
   cmd->add_option("--temperatures", a->gen.temperatures, "Code tasks: sampling temperatures (best reported)")
       ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--pass-k", a->gen.ks, "Code tasks: k of the reported pass@k")->delimiter(',')->capture_default_str();
+      ->capture_default_str()
+      ->check(temperature_value());
+  cmd->add_option("--pass-k", a->gen.ks, "Code tasks: k of the reported pass@k")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(integer_range(1));
   cmd->add_option("--sandbox-timeout", a->gen.sandbox.timeout_seconds, "Code tasks: wall-clock seconds per program")
-      ->capture_default_str();
-  cmd->add_option("--sandbox-jobs", a->gen.sandbox_jobs, "Code tasks: programs run at once")->capture_default_str();
+      ->capture_default_str()
+      ->check(number_range(0, 86400, /*lo_open=*/true));
+  cmd->add_option("--sandbox-jobs", a->gen.sandbox_jobs, "Code tasks: programs run at once")
+      ->capture_default_str()
+      ->check(integer_range(1, 1024));
   cmd->add_flag("--allow-code-execution", a->gen.allow_code_execution,
                 "Code tasks (humaneval, mbpp): execute the model's programs, in the bubblewrap sandbox "
                 "(required for them)");

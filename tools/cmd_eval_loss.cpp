@@ -15,15 +15,16 @@ namespace {
 struct EvalLossArgs {
   std::string checkpoint, data, split = "val", json, device = "auto";
   LossEvalOptions options;
-  bool contraction = false;
+  bool contraction = false, verify = false;
   int64_t max_passes = 30;
 };
 
 void run_eval_loss(const EvalLossArgs& a) {
+  check_output_file("--json", a.json);
   auto checkpoint = load_checkpoint(a.checkpoint, a.device);
   const auto tokenizer = Tokenizer::load(a.data);
   check_tokenizer_matches(tokenizer->meta(), a.data, checkpoint);
-  const TokenShard shard = open_split(a.data, a.split);
+  const TokenShard shard = open_split(a.data, a.split, a.verify);
 
   const auto results = evaluate_loss(checkpoint.model, shard, *tokenizer, a.options);
   std::cout << "checkpoint " << checkpoint.model_file << " (step " << checkpoint.info.step << "), data "
@@ -72,14 +73,17 @@ void add_eval_loss_command(CLI::App& app) {
   cmd->add_option("--split", a->split, "Split to score")->check(CLI::IsMember({"val", "train"}))
       ->capture_default_str();
   cmd->add_option("--max-tokens", a->options.max_tokens, "Target tokens to score at most, in windows spread evenly over the split (-1: all)")
-      ->capture_default_str();
-  cmd->add_option("--passes", a->options.passes, "Report 0..K fused prefill passes")->capture_default_str();
+      ->capture_default_str()
+      ->check(count_or_all());
+  cmd->add_option("--passes", a->options.passes, "Report 0..K fused prefill passes")->capture_default_str()->check(integer_range(0));
   cmd->add_flag("--sequential", a->options.sequential, "Also score the exact sequential soft recurrence (slow)");
+  cmd->add_flag("--verify", a->verify, "Check the shard's full sha256 against meta.json (always: token count and a sampled hash)");
   cmd->add_flag("--contraction", a->contraction,
                 "Also iterate the fused-pass map: loss and relative state change for k = 0..--max-passes");
   cmd->add_option("--max-passes", a->max_passes, "Passes of the contraction diagnostic (1000 is fine: O(1) memory)")
-      ->capture_default_str();
-  cmd->add_option("--batch", a->options.batch, "Windows per forward")->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_range(1));
+  cmd->add_option("--batch", a->options.batch, "Windows per forward")->capture_default_str()->check(integer_range(1));
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
   cmd->add_option("--out,--json", a->json, "Also write the results to this JSON file");
   cmd->callback([a] { run_eval_loss(*a); });

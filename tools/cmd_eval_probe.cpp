@@ -20,6 +20,7 @@ struct ProbeArgs {
 
 void run_eval_probe(const ProbeArgs& a) {
   a.options.validate();  // before loading anything
+  check_output_file("--out", a.out);
   auto checkpoint = load_checkpoint(a.checkpoint, a.device);
   const auto tokenizer = load_run_tokenizer(checkpoint);
   std::vector<std::vector<SynthExample>> examples;  // per file; all read before any forward
@@ -74,10 +75,12 @@ void add_eval_probe_command(CLI::App& app) {
       "L2-regularised multinomial logistic probe is fitted per layer with grouped k-fold cross-validation.\n");
   cmd->add_option("files", a->files, "JSONL files written by `fbt synth`")->required()->check(CLI::ExistingFile);
   cmd->add_option("--checkpoint", a->checkpoint, "Model file, step directory or run directory")->required();
-  cmd->add_option("--folds", a->options.folds, "Folds of grouped cross-validation")->capture_default_str();
-  cmd->add_option("--l2", a->options.l2, "λ of the probe's λ‖W‖² (standardised features)")->capture_default_str();
-  cmd->add_option("--max-iter", a->options.max_iter, "L-BFGS iterations per probe")->capture_default_str();
-  cmd->add_option("--seed", a->options.seed, "Seed of the fold assignment")->capture_default_str();
+  cmd->add_option("--folds", a->options.folds, "Folds of grouped cross-validation")->capture_default_str()->check(integer_range(2));
+  cmd->add_option("--l2", a->options.l2, "λ of the probe's λ‖W‖² (standardised features)")
+      ->capture_default_str()
+      ->check(number_range(0, 1e6));
+  cmd->add_option("--max-iter", a->options.max_iter, "L-BFGS iterations per probe")->capture_default_str()->check(integer_range(1));
+  cmd->add_option("--seed", a->options.seed, "Seed of the fold assignment")->capture_default_str()->check(seed_value());
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
   cmd->add_option("--out", a->out, "Also write the results to this JSON file");
   cmd->callback([a] { run_eval_probe(*a); });

@@ -109,8 +109,9 @@ void generate_streaming(FBT& model, const Tokenizer& tokenizer, const std::vecto
 void run_generate(const GenerateArgs& a) {
   const auto mode = enum_from_string<DecodeMode>(a.mode, "--mode");
   if (a.fused_passes < 1) throw Error("--fused-passes must be >= 1 (got " + std::to_string(a.fused_passes) + ")");
-  if (a.max_new_tokens < 0)
-    throw Error("--max-new-tokens must be >= 0 (got " + std::to_string(a.max_new_tokens) + ")");
+  if (a.max_new_tokens < 1)
+    throw Error("--max-new-tokens must be >= 1 (got " + std::to_string(a.max_new_tokens) + ")");
+  a.sampling.validate();  // before any work, even if nothing would be sampled
   const std::string text = read_prompt(a);
   if (text.empty()) throw Error("the prompt is empty");
 
@@ -150,13 +151,19 @@ void add_generate_command(CLI::App& app) {
   auto* mode = cmd->add_option("--mode", a->mode, "Decoding mode: standard, soft or fused (SPEC §7)")
                    ->capture_default_str();
   cmd->add_option("--fused-passes", a->fused_passes, "k of fused(k): extra fused passes over the prompt")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_range(1));
   cmd->add_option("--max-new-tokens", a->max_new_tokens, "Tokens to generate at most (also capped by the context)")
-      ->capture_default_str();
-  cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy")->capture_default_str();
-  cmd->add_option("--top-k", a->sampling.top_k, "Keep the k most likely tokens (0 = all)")->capture_default_str();
-  cmd->add_option("--top-p", a->sampling.top_p, "Nucleus mass to keep (1 = all)")->capture_default_str();
-  cmd->add_option("--seed", a->sampling.seed, "Sampling seed")->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_range(1));
+  cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy")->capture_default_str()->check(temperature_value());
+  cmd->add_option("--top-k", a->sampling.top_k, "Keep the k most likely tokens (0 = all)")
+      ->capture_default_str()
+      ->check(integer_range(0));
+  cmd->add_option("--top-p", a->sampling.top_p, "Nucleus mass to keep (1 = all)")
+      ->capture_default_str()
+      ->check(number_range(0, 1, /*lo_open=*/true));
+  cmd->add_option("--seed", a->sampling.seed, "Sampling seed")->capture_default_str()->check(seed_value());
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
   cmd->add_option("--dtype", a->dtype, "Weights and KV cache: fp32, or bf16 (half the memory traffic; generic decode step)")
       ->check(CLI::IsMember({"fp32", "bf16"}))

@@ -2,6 +2,7 @@
 #include <iostream>
 #include <memory>
 
+#include "cli_common.h"
 #include "commands.h"
 #include "fbt/data/prepare.h"
 #include "fbt/util/error.h"
@@ -19,11 +20,14 @@ void add_prepare_command(CLI::App& app) {
   cmd->add_option("--tokenizer", opts->tokenizer, "bpe (sentencepiece) or byte (256 bytes + specials)")
       ->check(CLI::IsMember({"bpe", "byte"}))->capture_default_str();
   CLI::Option* vocab = cmd->add_option("--vocab-size", opts->vocab_size, "BPE vocab size to train")
-                           ->capture_default_str();
-  cmd->add_option("--val-fraction", opts->val_fraction, "Fraction of documents held out, in (0, 1)")
-      ->capture_default_str();
+                           ->capture_default_str()
+                           ->check(integer_range(kMinBpeVocab, kMaxBpeVocab));
+  cmd->add_option("--val-fraction", opts->val_fraction, "Fraction of documents held out")
+      ->capture_default_str()
+      ->check(number_range(0, 1, true, true));
   cmd->add_option("--seed", opts->seed, "Seed for the split and the tokenizer's training sample")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(seed_value());
   cmd->add_option("--tokenizer-model", opts->tokenizer_model,
                   "Reuse this sentencepiece model instead of training one")->excludes(vocab);
   cmd->add_option("--text-field", opts->text_field, "JSONL field holding the text")->capture_default_str();
@@ -32,6 +36,7 @@ void add_prepare_command(CLI::App& app) {
       ->check(CLI::IsMember({"file", "blank"}))->capture_default_str();
   cmd->add_flag("--force", opts->force, "Overwrite a different dataset already in --out");
   cmd->callback([opts, vocab] {
+    check_output_dir("--out", opts->out_dir);
     if (opts->tokenizer == "byte" && vocab->count() > 0)
       throw Error("--vocab-size applies to --tokenizer bpe only (the byte tokenizer has 259 ids)");
     prepare_dataset(*opts, std::cout);

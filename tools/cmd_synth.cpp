@@ -2,6 +2,7 @@
 #include <iostream>
 #include <memory>
 
+#include "cli_common.h"
 #include "commands.h"
 #include "fbt/data/synth.h"
 #include "fbt/io/run_dir.h"
@@ -33,14 +34,18 @@ void add_synth_command(CLI::App& app) {
       ->required()
       ->check(CLI::IsMember(synth_tasks()));
   cmd->add_option("--out", *out, "Output JSONL file")->required();
-  cmd->add_option("--n", o->n, "Examples per distractor count")->capture_default_str();
+  cmd->add_option("--n", o->n, "Examples per distractor count")->capture_default_str()->check(integer_range(1));
   cmd->add_option("--distractors", o->distractors, "Distractor line counts, comma-separated")
       ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--registers", o->registers, "Registers R (registers task)")->capture_default_str();
-  cmd->add_option("--writes", o->writes, "Writes W (registers task)")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
-  cmd->callback([o, out] { run_synth(*o, *out); });
+      ->capture_default_str()
+      ->check(integer_range(0));
+  cmd->add_option("--registers", o->registers, "Registers R (registers task)")->capture_default_str()->check(integer_range(1));
+  cmd->add_option("--writes", o->writes, "Writes W (registers task)")->capture_default_str()->check(integer_range(1));
+  cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str()->check(seed_value());
+  cmd->callback([o, out] {
+    check_output_file("--out", *out);
+    run_synth(*o, *out);
+  });
 }
 
 }  // namespace fbt::cli

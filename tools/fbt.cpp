@@ -9,8 +9,6 @@ int main(int argc, char** argv) {
   fbt::keep_freed_cpu_blocks();  // activations are reused, not re-faulted, every step (cpu_allocator.h)
   CLI::App app{"fbt — the Full-Bandwidth Transformer (latent-feedback decoding)"};
   app.require_subcommand(1);
-  // Flag errors read like every other error: "error: --reps: Value 0 not in range [1 - ...]".
-  app.failure_message([](const CLI::App* a, const CLI::Error& e) { return "error: " + CLI::FailureMessage::simple(a, e); });
   fbt::cli::add_prepare_command(app);
   fbt::cli::add_generate_command(app);
   fbt::cli::add_eval_loss_command(app);
@@ -22,7 +20,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help, and a run stopped by a signal (cmd_train.cpp: exit 128 + signal)
+    if (e.get_exit_code() == 0 || dynamic_cast<const CLI::RuntimeError*>(&e) != nullptr) return app.exit(e);
+    // A bad flag or value is bad input like any other: "error: ..." and exit 1 (CLI11's own codes
+    // are 100+).
+    std::cerr << "error: " << e.what() << "\nRun with --help for more information.\n";
+    return 1;
   } catch (const fbt::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;

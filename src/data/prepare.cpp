@@ -176,7 +176,8 @@ bool up_to_date(const fs::path& out, const nlohmann::json& options, const nlohma
 }
 
 struct SplitStats {
-  int64_t tokens = 0, bytes = 0, documents = 0, lossy = 0;
+  int64_t tokens = 0, bytes = 0, documents = 0;
+  int64_t lossy = 0, lossy_invalid_utf8 = 0;  // documents that do not round-trip; of them, not valid UTF-8
 };
 
 /// Encodes `docs` (each followed by EOS) into the shard at `path`.
@@ -187,7 +188,10 @@ SplitStats write_split(const std::vector<std::string>& docs, const Tokenizer& to
     std::vector<int64_t> ids = tok.encode(doc);
     const std::string decoded = tok.decode(ids);
     s.bytes += static_cast<int64_t>(decoded.size());
-    s.lossy += decoded != doc;
+    if (decoded != doc) {
+      ++s.lossy;
+      s.lossy_invalid_utf8 += !is_valid_utf8(doc);
+    }
     ids.push_back(tok.eos_id());
     writer.append(ids);
     ++s.documents;
@@ -195,6 +199,27 @@ SplitStats write_split(const std::vector<std::string>& docs, const Tokenizer& to
   writer.close();
   s.tokens = writer.count();
   return s;
+}
+
+/// Reports what BPE training changed in the corpus' lines (long lines cut, a sample taken) and
+/// spm_train's warnings, which would otherwise be lost with its temporary directory.
+void log_bpe_training(const BpeTrainReport& r, const BpeTrainOptions& o, std::ostream& log) {
+  log << "BPE training lines: " << r.lines << " non-empty line(s)";
+  if (r.long_lines > 0)
+    log << "; " << r.long_lines << " longer than " << o.max_sentence_bytes << " bytes, cut into pieces (" << r.pieces
+        << " training lines)";
+  if (r.sampled < r.pieces) log << "; a seeded sample of " << r.sampled << " of the " << r.pieces << " used";
+  log << "\n";
+  std::istringstream lines(r.spm_log);
+  int shown = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty()) continue;
+    if (++shown > 20) {
+      log << "spm_train: ... (more lines not shown)\n";
+      break;
+    }
+    log << "spm_train: " << line << "\n";
+  }
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -307,9 +332,11 @@ nlohmann::json prepare_dataset(const PrepareOptions& o, std::ostream& log) {
     BpeTrainOptions bo;
     bo.vocab_size = o.vocab_size;
     bo.seed = o.seed;
-    tok = BpeTokenizer::train(split.train, bo);
+    BpeTrainReport report;
+    tok = BpeTokenizer::train(split.train, bo, &report);
     log << "trained BPE tokenizer: vocab " << tok->vocab_size() << " (asked " << o.vocab_size
         << ") in " << seconds_since(t) << " s\n";
+    log_bpe_training(report, bo, log);
   }
 
   TempFiles temps;
@@ -337,9 +364,21 @@ nlohmann::json prepare_dataset(const PrepareOptions& o, std::ostream& log) {
     log << name << ": " << s.documents << " documents, " << s.tokens << " tokens, " << s.bytes
         << " bytes (" << static_cast<double>(s.bytes) / static_cast<double>(s.tokens) << " bytes/token)\n";
   }
-  const int64_t lossy = train.lossy + val.lossy;
-  if (lossy > 0)
-    log << "warning: " << lossy << " document(s) do not round-trip exactly (invalid UTF-8 becomes U+FFFD)\n";
+  const int64_t lossy = train.lossy + val.lossy, invalid = train.lossy_invalid_utf8 + val.lossy_invalid_utf8;
+  if (invalid > 0)
+    log << "warning: " << invalid << " document(s) hold invalid UTF-8 and do not round-trip exactly (each "
+        << "malformed byte becomes U+FFFD)\n";
+  if (lossy > invalid) {  // valid UTF-8 changed: the tokenizer model's own settings
+    std::string settings;
+    if (bpe)
+      for (const auto& s : bpe->text_changing_settings()) settings += (settings.empty() ? "" : ", ") + s;
+    log << "warning: " << lossy - invalid << " document(s) of valid UTF-8 do not round-trip exactly: "
+        << (settings.empty() ? std::string("the tokenizer does not reproduce them")
+                             : "--tokenizer-model " + o.tokenizer_model + " changes text (" + settings +
+                                   ": a leading space is dropped, runs of spaces are collapsed and trimmed, "
+                                   "or unknown characters become <unk>)")
+        << "; a model trained by fbt prepare (no --tokenizer-model) round-trips every valid UTF-8 document\n";
+  }
   const nlohmann::json meta = {{"format", "fbt-dataset"}, {"format_version", 1},
                                {"tokenizer", tok->meta()}, {"splits", splits},
                                {"sources", sources},       {"options", options},

@@ -14,6 +14,7 @@
 #include "fbt/util/error.h"
 #include "fbt/util/hash.h"
 #include "fbt/util/json_fields.h"
+#include "fbt/util/out_of_memory.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "token shards are read in host byte order");
 
@@ -266,7 +267,15 @@ BatchLoader::BatchLoader(TokenShard shard, int64_t batch, int64_t seq, uint64_t 
 
 std::pair<torch::Tensor, torch::Tensor> BatchLoader::next() {
   const auto starts = static_cast<uint64_t>(shard_.size() - seq_);  // valid window starts
-  torch::Tensor rows = torch::empty({batch_, seq_ + 1}, torch::kInt64);  // [B,T+1]
+  torch::Tensor rows;
+  try {
+    rows = torch::empty({batch_, seq_ + 1}, torch::kInt64);  // [B,T+1]
+  } catch (const std::exception& e) {
+    if (!is_out_of_memory(e)) throw;
+    throw Error("cannot allocate a batch of " + std::to_string(batch_) + " sequences of " + std::to_string(seq_) +
+                " tokens: lower the batch size (train.batch_size) or the sequence length (train.seq_len) (" +
+                first_line(e) + ")");
+  }
   int64_t* p = rows.data_ptr<int64_t>();
   for (int64_t b = 0; b < batch_; ++b) {
     // Modulo of a 64-bit draw: platform-independent, bias < starts / 2^64.

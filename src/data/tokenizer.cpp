@@ -119,13 +119,15 @@ class ProtoReader {
 /// The documents' non-empty lines, each cut into pieces of at most max_bytes at UTF-8 character
 /// boundaries, then (if more than max_lines) a seeded random sample of max_lines of them.
 std::vector<std::string> training_lines(const std::vector<std::string>& documents,
-                                        const BpeTrainOptions& o) {
+                                        const BpeTrainOptions& o, BpeTrainReport& report) {
   std::vector<std::string> lines;
   for (const std::string& doc : documents) {
     size_t pos = 0;
     while (pos < doc.size()) {
       size_t end = doc.find('\n', pos);
       if (end == std::string::npos) end = doc.size();
+      report.lines += pos < end;
+      report.long_lines += end - pos > static_cast<size_t>(o.max_sentence_bytes);
       while (pos < end) {
         size_t cut = std::min(end, pos + static_cast<size_t>(o.max_sentence_bytes));
         while (cut < end && cut > pos + 1 && (static_cast<unsigned char>(doc[cut]) & 0xC0) == 0x80) --cut;
@@ -135,11 +137,13 @@ std::vector<std::string> training_lines(const std::vector<std::string>& document
       pos = end + 1;
     }
   }
+  report.pieces = static_cast<int64_t>(lines.size());
   if (static_cast<int64_t>(lines.size()) > o.max_sentences) {
     std::mt19937_64 rng(o.seed);
     for (size_t i = lines.size() - 1; i > 0; --i) std::swap(lines[i], lines[rng() % (i + 1)]);
     lines.resize(static_cast<size_t>(o.max_sentences));
   }
+  report.sampled = static_cast<int64_t>(lines.size());
   return lines;
 }
 
@@ -460,11 +464,13 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_file(const std::string& path) {
 }
 
 std::unique_ptr<BpeTokenizer> BpeTokenizer::train(const std::vector<std::string>& documents,
-                                                  const BpeTrainOptions& o) {
-  if (o.vocab_size < 262 || o.vocab_size > (int64_t{1} << 24))
+                                                  const BpeTrainOptions& o, BpeTrainReport* report) {
+  if (o.vocab_size < kMinBpeVocab || o.vocab_size > kMaxBpeVocab)
     throw Error("--vocab-size " + std::to_string(o.vocab_size) +
                 " for a BPE tokenizer must be in [262, 2^24] (4 specials + 256 byte pieces + \"\\n\" + merges)");
-  const std::vector<std::string> lines = training_lines(documents, o);
+  BpeTrainReport own;
+  BpeTrainReport& r = report ? *report : own;
+  const std::vector<std::string> lines = training_lines(documents, o, r);
   if (lines.empty()) throw Error("cannot train a BPE tokenizer: the corpus has no non-empty lines");
 
   static std::atomic<int> runs{0};
@@ -511,9 +517,9 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::train(const std::vector<std::string>
       "--minloglevel=1",
   };
   const int status = run_program(argv, dir.string(), log);
+  r.spm_log = read_binary(log, "spm_train log");
   if (status != 0)
-    throw Error("spm_train failed with status " + std::to_string(status) + ": " +
-                tail(read_binary(log, "spm_train log"), 2000));
+    throw Error("spm_train failed with status " + std::to_string(status) + ": " + tail(r.spm_log, 2000));
   const std::string model = (dir / "m.model").string();
   return from_serialized(read_binary(model, "trained model"), "the trained BPE model");
 }
@@ -599,6 +605,23 @@ std::string BpeTokenizer::decode(const std::vector<int64_t>& ids) const {
   }
   flush_bytes();
   return out;
+}
+
+std::vector<std::string> BpeTokenizer::text_changing_settings() const {
+  std::vector<std::string> out;
+  if (model_->add_dummy_prefix) out.push_back("add_dummy_prefix=true");
+  if (model_->remove_extra_whitespaces) out.push_back("remove_extra_whitespaces=true");
+  if (!model_->byte_fallback) out.push_back("byte_fallback=false");
+  return out;
+}
+
+bool is_valid_utf8(std::string_view text) {
+  while (!text.empty()) {
+    const size_t n = utf8_char_len(text);
+    if (n == 0) return false;
+    text.remove_prefix(n);
+  }
+  return true;
 }
 
 int64_t BpeTokenizer::vocab_size() const { return static_cast<int64_t>(model_->pieces.size()); }

@@ -163,13 +163,16 @@ void check_gen_options(const GenTaskSpec& task, const GenEvalOptions& o) {
                   " executes model-generated Python code: pass --allow-code-execution (library: "
                   "GenEvalOptions::allow_code_execution) to run it in the bubblewrap sandbox (own namespaces, "
                   "read-only system, private tmpfs work dir, no network; include/fbt/eval/sandbox.h)");
+    if (!(std::isfinite(o.sandbox.timeout_seconds) && o.sandbox.timeout_seconds > 0))
+      throw Error("--sandbox-timeout must be a positive number of seconds (got " +
+                  std::to_string(o.sandbox.timeout_seconds) + ")");
+    if (o.sandbox_jobs < 1) throw Error("--sandbox-jobs must be >= 1 (got " + std::to_string(o.sandbox_jobs) + ")");
     check_sandbox(o.sandbox);
   }
   if (!task.sampled) return;
   if (o.samples < 1) throw Error("--samples-per-problem must be >= 1 (got " + std::to_string(o.samples) + ")");
   if (o.temperatures.empty()) throw Error("--temperatures: give at least one temperature");
-  for (double t : o.temperatures)
-    if (!std::isfinite(t) || t < 0) throw Error("--temperatures: " + std::to_string(t) + " is not a temperature >= 0");
+  for (double t : o.temperatures) check_temperature(t, "--temperatures");
   for (int64_t k : o.ks)
     if (k < 1 || k > o.samples)
       throw Error("--pass-k " + std::to_string(k) + ": pass@k needs 1 <= k <= --samples-per-problem (" +

@@ -2,6 +2,7 @@
 #include "fbt/infer/generate.h"
 
 #include <optional>
+#include <sstream>
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -10,11 +11,25 @@
 
 namespace fbt {
 
+bool temperature_in_range(double t) { return t == 0 || (t >= kMinTemperature && t <= kMaxTemperature); }
+
+void check_temperature(double t, const std::string& flag) {
+  if (!temperature_in_range(t)) {
+    std::ostringstream o;
+    o << flag << " must be 0 (greedy) or in [" << kMinTemperature << ", " << kMaxTemperature << "] (got " << t << ")";
+    throw Error(o.str());
+  }
+}
+
+void SamplingOptions::validate() const {
+  check_temperature(temperature, "--temperature");
+  if (top_k < 0) throw Error("--top-k must be >= 0 (0 = off)");
+  if (!(top_p > 0 && top_p <= 1)) throw Error("--top-p must be in (0, 1]");
+}
+
 torch::Tensor sample_tokens(const torch::Tensor& logits, const SamplingOptions& o,
                             at::Generator& generator) {
-  if (o.temperature < 0) throw Error("--temperature must be >= 0 (0 = greedy)");
-  if (o.top_k < 0) throw Error("--top-k must be >= 0 (0 = off)");
-  if (!(o.top_p > 0 && o.top_p <= 1)) throw Error("--top-p must be in (0, 1]");
+  o.validate();
   if (o.temperature == 0) return logits.argmax(-1);
   auto scaled = logits.to(torch::kCPU, torch::kFloat) / o.temperature;  // [B,V]
   if (o.top_k > 0 && o.top_k < scaled.size(-1)) {

@@ -45,10 +45,10 @@ void write_file_atomic(const std::string& path, const std::string& text) {
     f << text;
     f.flush();
     if (!f) {
-      const int err = errno;
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw Error(path + ": cannot write file " + tmp + ": " + std::strerror(err));
+      const int err = errno;  // open() or write()'s error, before remove() can change it
+      std::error_code ignored;
+      fs::remove(tmp, ignored);
+      throw Error(path + ": cannot write file '" + tmp + "': " + std::strerror(err));
     }
   }
   try {

@@ -41,16 +41,26 @@ void ModelConfig::validate() const {
   auto check = [](bool ok, const std::string& msg) {
     if (!ok) throw Error("model config: " + msg);
   };
-  check(vocab_size > 0, "vocab_size must be positive");
-  check(d_model > 0 && n_layers > 0 && n_heads > 0 && n_kv_heads > 0 && d_ff > 0 && context > 0,
-        "d_model, n_layers, n_heads, n_kv_heads, d_ff and context must be positive");
+  // Ranges keep parameter_count() and every tensor size far from int64 overflow; what a machine
+  // can hold is found when the model is built (FBT's constructor names these settings).
+  check_setting<int64_t>("model.vocab_size", vocab_size, 1, kMaxVocab);
+  check_setting<int64_t>("model.d_model", d_model, 1, kMaxWidth);
+  check_setting<int64_t>("model.n_layers", n_layers, 1, kMaxLayers);
+  check_setting<int64_t>("model.n_heads", n_heads, 1, kMaxWidth);
+  check_setting<int64_t>("model.n_kv_heads", n_kv_heads, 1, kMaxWidth);
+  check_setting<int64_t>("model.d_ff", d_ff, 1, kMaxFeedForward);
+  check_setting<int64_t>("model.context", context, 1, kMaxContext);
+  check_setting<int64_t>("model.window", window, 0, kMaxContext);
+  check_setting<int64_t>("model.full_attention_every", full_attention_every, 1, kMaxLayers);
+  check_setting("model.rope_theta", rope_theta, 0.0, 1e12, /*lo_open=*/true);
+  check_setting("model.norm_eps", norm_eps, 0.0, 1.0, /*lo_open=*/true);
+  check_setting("model.init_std", init_std, 0.0, 1e6);
+  check_setting("model.fusion_gate_init_std", fusion_gate_init_std, 0.0, 1e6);
+  check_setting("model.residual_scale", residual_scale, 0.0, 1e6);
   check(d_model % n_heads == 0, "d_model (" + std::to_string(d_model) +
                                     ") must be divisible by n_heads (" + std::to_string(n_heads) + ")");
   check(head_dim() % 2 == 0, "head_dim = d_model/n_heads must be even for RoPE");
   check(n_heads % n_kv_heads == 0, "n_heads must be divisible by n_kv_heads");
-  check(window >= 0, "window must be >= 0");
-  check(full_attention_every > 0, "full_attention_every must be positive");
-  check(norm_eps > 0, "norm_eps must be positive");
   check(doc_separator_id >= -1 && doc_separator_id < vocab_size,
         "doc_separator_id must be -1 or a token id below vocab_size");
 }

@@ -10,6 +10,7 @@
 #include <torch/version.h>
 
 #include "fbt/util/error.h"
+#include "fbt/util/out_of_memory.h"
 
 namespace fbt {
 namespace F = torch::nn::functional;
@@ -201,6 +202,20 @@ torch::Tensor LatentFusionImpl::forward(const torch::Tensor& h_prev, const torch
 // ---------------------------------------------------------------- model
 FBTImpl::FBTImpl(const ModelConfig& config) : config_(config) {
   config_.validate();
+  try {
+    build();
+  } catch (const std::exception& e) {
+    if (!is_out_of_memory(e)) throw;
+    const int64_t n = config_.parameter_count();
+    throw Error("cannot allocate the model's " + std::to_string(n) + " parameters (" +
+                std::to_string(n * 4 / 1000000) + " MB in fp32) with model.vocab_size=" +
+                std::to_string(config_.vocab_size) + ", model.d_model=" + std::to_string(config_.d_model) +
+                ", model.n_layers=" + std::to_string(config_.n_layers) + ", model.d_ff=" +
+                std::to_string(config_.d_ff) + ": lower them (" + first_line(e) + ")");
+  }
+}
+
+void FBTImpl::build() {
   const auto& c = config_;
   embedding_ = register_module("embedding", torch::nn::Embedding(c.vocab_size, c.d_model));
   input_norm_ = register_module("input_norm", RMSNorm(c.d_model, c.norm_eps));

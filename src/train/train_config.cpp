@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -179,9 +180,9 @@ bool TrainConfig::in_cooldown(int64_t step) const {
   return schedule == LrSchedule::WSD && C > 0 && step >= steps - C;
 }
 
-int64_t TrainConfig::accumulation(int64_t seq_tokens) const {
+int64_t TrainConfig::accumulation(int64_t seq_tokens, int64_t world_size) const {
+  if (batch_tokens == 0) return world_size;  // one micro-batch per rank, as torchrun users expect
   const int64_t micro = batch_size * seq_tokens;
-  if (batch_tokens == 0) return 1;
   if (batch_tokens % micro != 0)
     throw Error("train.batch_tokens " + std::to_string(batch_tokens) + " is not a multiple of batch_size x seq_len = " +
                 std::to_string(micro) + " tokens");
@@ -189,32 +190,58 @@ int64_t TrainConfig::accumulation(int64_t seq_tokens) const {
 }
 
 void TrainConfig::validate() const {
-  auto check = [](bool ok, const std::string& msg) {
-    if (!ok) throw Error("train config: " + msg);
-  };
-  check(steps > 0, "steps must be positive");
-  check(batch_size > 0, "batch_size must be positive");
-  check(seq_len >= 0, "seq_len must be >= 0 (0 = model context)");
-  check(batch_tokens >= 0, "batch_tokens must be >= 0 (0 = no accumulation)");
-  check(lr > 0 && normuon_lr > 0, "lr and normuon_lr must be positive");
-  check(weight_decay >= 0 && normuon_weight_decay >= 0, "weight_decay and normuon_weight_decay must be >= 0");
-  check(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, "beta1 and beta2 must be in [0, 1)");
-  check(normuon_momentum >= 0 && normuon_momentum < 1 && normuon_beta2 >= 0 && normuon_beta2 < 1,
-        "normuon_momentum and normuon_beta2 must be in [0, 1)");
-  check(adam_eps > 0, "adam_eps must be positive");
-  check(ns_steps > 0, "ns_steps must be positive");
-  check(min_lr_fraction >= 0 && min_lr_fraction <= 1, "min_lr_fraction must be in [0, 1]");
-  check(cooldown_fraction >= 0 && cooldown_fraction <= 1, "cooldown_fraction must be in [0, 1]");
-  check(warmup_steps >= 0, "warmup_steps must be >= 0");
-  check(z_loss >= 0, "z_loss must be >= 0");
-  check(grad_clip >= 0, "grad_clip must be >= 0 (0 = off)");
-  check(jitter >= 0, "jitter must be >= 0");
-  check(mixin_prob >= 0 && mixin_prob <= 1, "mixin_prob must be in [0, 1]");
-  check(eval_tokens > 0, "eval_tokens must be positive");
-  check(checkpoint_every >= 0 && eval_every >= 0 && log_every > 0,
-        "checkpoint_every and eval_every must be >= 0, log_every > 0");
-  check(max_bad_steps > 0, "max_bad_steps must be positive");
-  pass_schedule.validate("train config: pass_schedule");
+  // Every number has a range: counts stay far from int64 overflow, and real-valued settings are
+  // finite and small enough to be fp32 scalars (1e39 is not a float).
+  constexpr double kBig = kMaxSettingValue;
+  check_setting<int64_t>("train.steps", steps, 1, kMaxCount);
+  check_setting<int64_t>("train.batch_size", batch_size, 1, kMaxBatchSize);
+  check_setting<int64_t>("train.seq_len", seq_len, 0, kMaxSequence);
+  check_setting<int64_t>("train.batch_tokens", batch_tokens, 0, kMaxCount);
+  check_setting("train.lr", lr, 0.0, kBig, /*lo_open=*/true);
+  check_setting("train.normuon_lr", normuon_lr, 0.0, kBig, /*lo_open=*/true);
+  check_setting("train.weight_decay", weight_decay, 0.0, kBig);
+  check_setting("train.normuon_weight_decay", normuon_weight_decay, 0.0, kBig);
+  check_setting("train.beta1", beta1, 0.0, 1.0, false, /*hi_open=*/true);
+  check_setting("train.beta2", beta2, 0.0, 1.0, false, /*hi_open=*/true);
+  check_setting("train.normuon_momentum", normuon_momentum, 0.0, 1.0, false, /*hi_open=*/true);
+  check_setting("train.normuon_beta2", normuon_beta2, 0.0, 1.0, false, /*hi_open=*/true);
+  check_setting("train.adam_eps", adam_eps, 0.0, 1.0, /*lo_open=*/true);
+  check_setting<int64_t>("train.ns_steps", ns_steps, 1, 1000);
+  check_setting<int64_t>("train.warmup_steps", warmup_steps, 0, kMaxCount);
+  check_setting("train.cooldown_fraction", cooldown_fraction, 0.0, 1.0);
+  check_setting("train.min_lr_fraction", min_lr_fraction, 0.0, 1.0);
+  check_setting("train.z_loss", z_loss, 0.0, kBig);
+  check_setting("train.grad_clip", grad_clip, 0.0, kBig);
+  check_setting("train.jitter", jitter, 0.0, kBig);
+  check_setting("train.mixin_prob", mixin_prob, 0.0, 1.0);
+  check_setting("train.later_weight", later_weight, 0.0, kBig);
+  check_setting<int64_t>("train.eval_every", eval_every, 0, kMaxCount);
+  check_setting<int64_t>("train.eval_tokens", eval_tokens, 1, kMaxCount);
+  check_setting<int64_t>("train.checkpoint_every", checkpoint_every, 0, kMaxCount);
+  check_setting<int64_t>("train.max_bad_steps", max_bad_steps, 1, kMaxCount);
+  check_setting<int64_t>("train.log_every", log_every, 1, kMaxCount);
+  pass_schedule.validate("train.pass_schedule");
+}
+
+void check_training_memory(const RunConfig& rc, int64_t seq_tokens, int64_t memory_bytes) {
+  const auto& m = rc.model;
+  const double gb = 1e9;
+  const double model_bytes = 3.0 * 4.0 * double(m.parameter_count());
+  const double batch_bytes = 2.0 * 4.0 * double(rc.train.batch_size) * double(seq_tokens) * double(m.vocab_size);
+  if (model_bytes + batch_bytes <= double(memory_bytes)) return;
+  char sizes[256];
+  std::snprintf(sizes, sizeof sizes, "at least %.1f GB for the weights, gradients and optimiser state and %.1f GB "
+                "for the logits of one micro-batch, but this machine has %.1f GB of memory",
+                model_bytes / gb, batch_bytes / gb, double(memory_bytes) / gb);
+  if (model_bytes >= batch_bytes)
+    throw Error("the model is too large to train here: model.vocab_size=" + std::to_string(m.vocab_size) +
+                ", model.d_model=" + std::to_string(m.d_model) + ", model.n_layers=" + std::to_string(m.n_layers) +
+                ", model.d_ff=" + std::to_string(m.d_ff) + " (" + std::to_string(m.parameter_count()) +
+                " parameters) need " + sizes + "; lower them");
+  throw Error("the micro-batch is too large to train here: train.batch_size=" + std::to_string(rc.train.batch_size) +
+              " sequences of " + std::to_string(seq_tokens) + " tokens (train.seq_len, else model.context) with " +
+              "model.vocab_size=" + std::to_string(m.vocab_size) + " need " + sizes +
+              "; lower train.batch_size or train.seq_len (train.batch_tokens reaches a large batch by accumulation)");
 }
 
 // ---------------------------------------------------------------- run config

@@ -279,7 +279,11 @@ void TrainingRun::open_data() {
   T_ = rc_.train.seq_len > 0 ? rc_.train.seq_len : rc_.model.context;
   if (T_ > rc_.model.context)
     throw Error("train.seq_len " + std::to_string(T_) + " exceeds model.context " + std::to_string(rc_.model.context));
-  accum_ = rc_.train.accumulation(T_);
+  if (device_.is_cpu())  // an overcommitted CPU allocation gets the process killed, not an error
+    check_training_memory(rc_, T_, int64_t(sysconf(_SC_PHYS_PAGES)) * int64_t(sysconf(_SC_PAGESIZE)));
+  // Without train.batch_tokens every rank takes one micro-batch: the global batch is WORLD_SIZE x
+  // batch_size sequences. With it, the ranks share its micro-batches.
+  accum_ = rc_.train.accumulation(T_, env_.world_size);
   if (accum_ % env_.world_size != 0)
     throw Error("WORLD_SIZE " + std::to_string(env_.world_size) + " does not divide the " + std::to_string(accum_) +
                 " micro-batches of a step (train.batch_tokens / (train.batch_size x seq_len)); " +
@@ -287,6 +291,20 @@ void TrainingRun::open_data() {
                              : "set train.batch_tokens to a multiple of WORLD_SIZE x batch_size x seq_len = " +
                                    std::to_string(env_.world_size * rc_.train.batch_size * T_)));
   local_accum_ = accum_ / env_.world_size;  // this rank's share, micro-batches [rank·local, ...)
+  if (opt_.resume) {  // the same global batch as the run's first launch (run.json records it)
+    const int64_t tokens = accum_ * rc_.train.batch_size * T_;
+    const auto run_json = (out_ / "run.json").string();
+    const auto stored_world = stored_.contains("world_size") ? required_field<int64_t>(stored_, "world_size", run_json) : 1;
+    const auto stored_tokens =
+        stored_.contains("global_batch")
+            ? required_field<int64_t>(stored_.at("global_batch"), "tokens", run_json + ": global_batch")
+            : rc_.train.accumulation(T_, stored_world) * rc_.train.batch_size * T_;
+    if (tokens != stored_tokens)
+      throw Error("--resume: the run in " + opt_.out_dir + " was trained with a global batch of " +
+                  std::to_string(stored_tokens) + " tokens per step by " + std::to_string(stored_world) +
+                  " process(es), but WORLD_SIZE " + std::to_string(env_.world_size) + " gives " +
+                  std::to_string(tokens) + "; resume with the run's number of processes");
+  }
   train_shard_ = open_split(opt_.data_dir, "train", opt_.verify_data);
   val_shard_ = open_split(opt_.data_dir, "val", opt_.verify_data);
   for (const auto* shard : {&*train_shard_, &*val_shard_})  // before step 1, not at the first validation
@@ -312,9 +330,16 @@ void TrainingRun::log_header() {
   log_ << "fbt train  git " << git_sha() << "  libtorch " << torch_version() << "  device " << opt_.device
        << "  threads " << torch::get_num_threads() << "\n"
        << rc_.to_json().dump(2) << "\n"
-       << "parameters: " << rc_.model.parameter_count() << "  tokens/step: " << accum_ * tc.batch_size * T_
-       << " (" << accum_ << " micro-batch" << (accum_ > 1 ? "es" : "") << " of " << tc.batch_size << " x " << T_ << ")"
-       << "  expected passes/step: " << tc.pass_schedule.expected_passes() << "\n";
+       << "parameters: " << rc_.model.parameter_count() << "  global batch: " << accum_ * tc.batch_size
+       << " sequences x " << T_ << " = " << accum_ * tc.batch_size * T_ << " tokens/step (" << accum_
+       << " micro-batch" << (accum_ > 1 ? "es" : "") << " of " << tc.batch_size << " x " << T_
+       << (env_.world_size > 1 ? ", " + std::to_string(local_accum_) + " per rank on " +
+                                     std::to_string(env_.world_size) + " processes"
+                               : std::string())
+       << (tc.batch_tokens == 0 && env_.world_size > 1
+               ? "; train.batch_tokens unset: one micro-batch of train.batch_size per process"
+               : "")
+       << ")  expected passes/step: " << tc.pass_schedule.expected_passes() << "\n";
   if (tc.warmup_steps >= tc.steps || (tc.warmup_steps > 0 && tc.in_cooldown(tc.warmup_steps - 1)))
     log_ << "note: the warmup of train.warmup_steps = " << tc.warmup_steps
          << (tc.warmup_steps >= tc.steps ? " outlasts the run" : " runs into the cooldown")
@@ -337,6 +362,11 @@ void TrainingRun::write_run_record() {
                    {"device", opt_.device},
                    {"threads", torch::get_num_threads()},
                    {"world_size", env_.world_size},
+                   {"global_batch",
+                    {{"sequences", accum_ * rc_.train.batch_size},
+                     {"tokens", accum_ * rc_.train.batch_size * T_},
+                     {"micro_batches", accum_},
+                     {"micro_batches_per_rank", local_accum_}}},
                    {"parameters", rc_.model.parameter_count()}};
     write_file_atomic((out_ / "run.json").string(), run_record_.dump(2) + "\n");
     return;

@@ -156,6 +156,50 @@ TEST(PrepareCorpus, BadInputsNameTheInput) {
   expect_error({(dir.path / "sub" / "x.txt").string(), (dir.path / "sub").string()}, "given twice");
 }
 
+// Documents that do not round-trip are blamed on their real cause: invalid UTF-8, or an external
+// model's whitespace settings (issue: both were reported as "invalid UTF-8"). BPE training says
+// how many lines it cut.
+TEST(PrepareLossy, WarningsNameTheRealCauseAndTheCutLines) {
+  TempDir dir;
+  // 3 documents per case so both splits exist; one has leading and doubled spaces.
+  write(dir.path / "ws" / "a.txt", "the quick brown fox\njumps over the lazy dog\n");
+  write(dir.path / "ws" / "b.txt", "  two  leading spaces and  doubled ones\n");
+  write(dir.path / "ws" / "c.txt", "another plain line of text\n");
+  const int rc = std::system(("cd " + dir.path.string() + " && cat ws/*.txt > all.txt && spm_train --input=all.txt "
+                              "--model_prefix=ext --model_type=bpe --vocab_size=300 --normalization_rule_name=identity "
+                              "--byte_fallback=true --hard_vocab_limit=false --pad_id=3 --minloglevel=2 > /dev/null 2>&1")
+                                 .c_str());
+  ASSERT_EQ(rc, 0);
+  PrepareOptions o;
+  o.inputs = {(dir.path / "ws").string()};
+  o.out_dir = (dir.path / "d1").string();
+  o.tokenizer_model = (dir.path / "ext.model").string();
+  std::ostringstream log1;
+  prepare_dataset(o, log1);
+  EXPECT_NE(log1.str().find("1 document(s) of valid UTF-8 do not round-trip exactly"), std::string::npos) << log1.str();
+  EXPECT_NE(log1.str().find("add_dummy_prefix=true, remove_extra_whitespaces=true"), std::string::npos) << log1.str();
+  EXPECT_EQ(log1.str().find("invalid UTF-8"), std::string::npos) << log1.str();
+
+  // fbt's own BPE model: only the invalid UTF-8 document is lossy. Each document has one line of
+  // 5000 bytes, so the 2 training documents give 2 lines cut into pieces (of 4096 + 904 bytes).
+  write(dir.path / "bad" / "a.txt", "plain text\n" + std::string(5000, 'y') + "\n");
+  write(dir.path / "bad" / "b.txt", "bytes \xFF\xFE here\n" + std::string(5000, 'z') + "\n");
+  write(dir.path / "bad" / "c.txt", "more plain text\n" + std::string(5000, 'w') + "\n");
+  o.inputs = {(dir.path / "bad").string()};
+  o.out_dir = (dir.path / "d2").string();
+  o.tokenizer_model.clear();
+  o.vocab_size = 300;
+  std::ostringstream log2;
+  prepare_dataset(o, log2);
+  EXPECT_NE(log2.str().find("BPE training lines: 4 non-empty line(s); 2 longer than 4096 bytes, cut into pieces (6 "
+                            "training lines)"),
+            std::string::npos)
+      << log2.str();
+  EXPECT_NE(log2.str().find("1 document(s) hold invalid UTF-8"), std::string::npos) << log2.str();
+  EXPECT_EQ(log2.str().find("of valid UTF-8 do not round-trip"), std::string::npos) << log2.str();
+  EXPECT_NE(log2.str().find("BPE training lines: "), std::string::npos) << log2.str();
+}
+
 TEST(PrepareCli, ByteTokenizerEndToEnd) {
   TempDir dir;
   const std::vector<std::string> texts = {"First document.\nSecond line.\n", "caf\xC3\xA9 \xFF\xFE raw bytes",

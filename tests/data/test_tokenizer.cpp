@@ -262,6 +262,54 @@ TEST(TokenizerBpeTrain, RejectsTooSmallVocabAndIsDeterministic) {
   EXPECT_EQ(sha256_hex(a.data(), a.size()), sha256_hex(b.data(), b.size()));
 }
 
+// Lines over max_sentence_bytes are cut and a capped sample is drawn before spm_train: the
+// report counts both (issue: prepare used to do this silently).
+TEST(TokenizerBpeTrain, ReportCountsCutLinesAndTheSample) {
+  BpeTrainOptions o;
+  o.vocab_size = 300;
+  o.max_sentence_bytes = 100;
+  // 2 lines of 250 bytes (3 pieces each: 100 + 100 + 50), 4 short lines, one empty line.
+  const std::string long_line(250, 'x');
+  const std::string doc = long_line + "\nab\n\ncd ef\n" + long_line + "\ngh\nij";
+  BpeTrainReport r;
+  BpeTokenizer::train({doc}, o, &r);
+  EXPECT_EQ(r.lines, 6);
+  EXPECT_EQ(r.long_lines, 2);
+  EXPECT_EQ(r.pieces, 4 + 2 * 3);
+  EXPECT_EQ(r.sampled, 10);
+  o.max_sentences = 7;
+  BpeTrainReport sampled;
+  BpeTokenizer::train({doc}, o, &sampled);
+  EXPECT_EQ(sampled.pieces, 10);
+  EXPECT_EQ(sampled.sampled, 7);
+}
+
+TEST(TokenizerUtf8, ValidityMatchesTheNormalizer) {
+  EXPECT_TRUE(is_valid_utf8(""));
+  EXPECT_TRUE(is_valid_utf8("plain \xE6\x97\xA5 \xF0\x9F\x98\x80"));
+  EXPECT_FALSE(is_valid_utf8("bad \xFF"));
+  EXPECT_FALSE(is_valid_utf8("\xED\xA0\x80"));  // a surrogate
+  EXPECT_FALSE(is_valid_utf8("\xC0\xAF"));      // overlong '/'
+  EXPECT_FALSE(is_valid_utf8("cut \xE6\x97"));  // truncated at the end
+}
+
+// An external model with sentencepiece's default whitespace options changes valid text, and
+// says which settings do; fbt's own models change nothing.
+TEST(TokenizerBpeCompat, TextChangingSettingsAreNamed) {
+  TempDir dir;
+  std::ofstream(dir.path / "corpus.txt") << "the quick brown fox\njumps over the lazy dog\n";
+  sh("spm_train --input=" + (dir.path / "corpus.txt").string() + " --model_prefix=" + (dir.path / "d").string() +
+     " --model_type=bpe --vocab_size=60 --normalization_rule_name=identity --pad_id=3 --minloglevel=2"
+     " > /dev/null 2>&1");
+  const auto external = BpeTokenizer::from_file((dir.path / "d.model").string());
+  EXPECT_EQ(external->text_changing_settings(),
+            (std::vector<std::string>{"add_dummy_prefix=true", "remove_extra_whitespaces=true", "byte_fallback=false"}));
+  EXPECT_NE(external->decode(external->encode("  two  spaces")), "  two  spaces");
+  BpeTrainOptions o;
+  o.vocab_size = 300;
+  EXPECT_TRUE(BpeTokenizer::train({"abc abc abd\nabc"}, o)->text_changing_settings().empty());
+}
+
 TEST(TokenizerBpeTrain, TinyCorpusGetsASmallerVocab) {
   BpeTrainOptions o;
   o.vocab_size = 5000;

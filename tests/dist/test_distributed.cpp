@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -164,6 +165,45 @@ TEST_F(Distributed, TwoGlooProcessesReproduceOneProcessLossSequence) {
   ASSERT_EQ(launch(1, resume, "resume"), std::vector<int>({1}));
   EXPECT_NE(read_text(tmp.path / "resume_rank0.log").find("2 process(es) but WORLD_SIZE is 1"), std::string::npos)
       << read_text(tmp.path / "resume_rank0.log");
+}
+
+// Without train.batch_tokens each of 2 ranks takes one micro-batch of batch_size (torchrun's
+// convention): the global batch is 2 x 8 x 64 = 1024 tokens, the same steps as 1 process with
+// batch_tokens=1024. The log states it, and a resume keeps it (issue: this launch used to fail).
+TEST_F(Distributed, WithoutBatchTokensEachRankTakesOneMicroBatch) {
+  auto defaults = args("two", 6);
+  const auto bt = std::find(defaults.begin(), defaults.end(), "train.batch_tokens=1024");
+  ASSERT_NE(bt, defaults.end());
+  defaults.erase(bt - 1, bt + 1);  // drop "--set train.batch_tokens=1024"
+  ASSERT_EQ(launch(1, args("one", 6), "one"), std::vector<int>({0}));
+  ASSERT_EQ(launch(2, defaults, "two"), std::vector<int>({0, 0})) << read_text(tmp.path / "two_rank0.log");
+  const auto one = step_lines(tmp.path / "one"), two = step_lines(tmp.path / "two");
+  ASSERT_EQ(two.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(two[i].at("tokens"), 1024 * int64_t(i + 1)) << "step " << i + 1;
+    EXPECT_NEAR(two[i].at("loss").get<double>(), one[i].at("loss").get<double>(), 1e-5 * one[i].at("loss").get<double>());
+  }
+  const std::string log = read_text(tmp.path / "two_rank0.log");
+  EXPECT_NE(log.find("global batch: 16 sequences x 64 = 1024 tokens/step (2 micro-batches of 8 x 64, 1 per rank on 2 "
+                     "processes; train.batch_tokens unset: one micro-batch of train.batch_size per process)"),
+            std::string::npos)
+      << log;
+  const auto record = nlohmann::json::parse(read_text(tmp.path / "two" / "run.json"));
+  EXPECT_EQ(record.at("global_batch").at("tokens"), 1024);
+
+  // A 1-process resume would halve the global batch: refused before any checkpoint is read.
+  const std::vector<std::string> resume{"--data", data, "--out", (tmp.path / "two").string(), "--resume", "--steps",
+                                        "8"};
+  ASSERT_EQ(launch(1, resume, "resume1"), std::vector<int>({1}));
+  EXPECT_NE(read_text(tmp.path / "resume1_rank0.log")
+                .find("global batch of 1024 tokens per step by 2 process(es), but WORLD_SIZE 1 gives 512"),
+            std::string::npos)
+      << read_text(tmp.path / "resume1_rank0.log");
+  // The same 2 processes continue with the same global batch.
+  ASSERT_EQ(launch(2, resume, "resume2"), std::vector<int>({0, 0})) << read_text(tmp.path / "resume2_rank0.log");
+  const auto resumed = step_lines(tmp.path / "two");
+  ASSERT_EQ(resumed.size(), 8u);
+  EXPECT_EQ(resumed[7].at("tokens"), 8 * 1024);
 }
 
 // SIGKILL on rank 1 mid-run: rank 0's next collective fails (Gloo sees the closed connection,

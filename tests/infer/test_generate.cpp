@@ -51,6 +51,29 @@ TEST(Sampling, GreedyTopKTopPAndTemperatureFrequencies) {
 
 // Generating a batch of prompts of different lengths gives each row what generating it alone
 // gives (left padding is invisible), in every decoding mode; the same seed repeats a sample.
+// Temperatures must keep logits / T finite in fp32: NaN, negative, below 1e-6 or above 1e6 are
+// refused naming the flag (issue: NaN reached torch::multinomial).
+TEST(Sampling, OptionsOutOfRangeAreRefusedBeforeSampling) {
+  auto message = [](SamplingOptions o) {
+    try {
+      o.validate();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  for (double t : {std::nan(""), -1.0, 1e-7, 2e6, double(INFINITY)})
+    EXPECT_NE(message({t}).find("--temperature must be 0 (greedy) or in [1e-06, 1e+06]"), std::string::npos) << t;
+  for (double t : {0.0, 1e-6, 0.8, 1e6}) EXPECT_EQ(message({t}), "no error") << t;
+  EXPECT_NE(message({1.0, -1}).find("--top-k"), std::string::npos);
+  EXPECT_NE(message({1.0, 0, std::nan("")}).find("--top-p"), std::string::npos);
+  EXPECT_NE(message({1.0, 0, 0.0}).find("--top-p"), std::string::npos);
+  EXPECT_THROW(check_temperature(std::nan(""), "--temperatures"), Error);
+  auto logits = torch::zeros({1, 4});
+  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(1);
+  EXPECT_THROW(sample_tokens(logits, {std::nan("")}, g), Error);
+}
+
 TEST(Generate, BatchedEqualsOneByOneInEveryMode) {
   auto c = ModelConfig::preset("debug");
   auto model = testing::make_test_model(c);

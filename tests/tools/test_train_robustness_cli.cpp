@@ -82,14 +82,15 @@ TEST(TrainRobustCli, SplitShorterThanAWindowFailsBeforeStepOneLeavingNothing) {
   EXPECT_FALSE(fs::exists(out));  // item 4: no stub run directory
 }
 
-// Item 2: with lr = 1e30 the first update destroys the weights and every later step is
-// non-finite: the run fails and no state reached through non-finite steps becomes `latest`.
+// Item 2: with lr = 1e6 (the largest train.lr accepts) the first update destroys the weights and
+// every later step is non-finite: the run fails and no state reached through non-finite steps
+// becomes `latest`.
 TEST(TrainRobustCli, NonFiniteStepsNeverBecomeLatest) {
   testing::TempDir tmp;
   TinyRun t(tmp.path, 0);
   for (const std::string extra : {"", " --set train.max_bad_steps=3"}) {
     const auto out = tmp.path / ("lr" + std::to_string(extra.size()));
-    const auto r = t.train("--config debug --steps 8 --set train.lr=1e30 --set train.normuon_lr=1e30"
+    const auto r = t.train("--config debug --steps 8 --set train.lr=1e6 --set train.normuon_lr=1e6"
                            " --set train.warmup_steps=0 --set train.checkpoint_every=1" + extra, out);
     EXPECT_EQ(r.rc, 1) << extra << ": " << r.out << r.err;
     EXPECT_NE(r.err.find("non-finite"), std::string::npos) << r.err;

@@ -79,10 +79,73 @@ TEST(TrainConfig, CosineAblationAndAccumulation) {
   EXPECT_FALSE(c.in_cooldown(109));  // no z-loss / AdamC outside WSD
   c.batch_size = 4;
   EXPECT_EQ(c.accumulation(64), 1);
+  EXPECT_EQ(c.accumulation(64, 3), 3);  // no batch_tokens: one micro-batch per data-parallel process
   c.batch_tokens = 4 * 64 * 3;
   EXPECT_EQ(c.accumulation(64), 3);
   c.batch_tokens = 1000;
   EXPECT_THROW(c.accumulation(64), Error);
+}
+
+// Every numeric setting has a range; an error names the setting as --set writes it (issue: lr
+// 1e39 failed inside torch, a JSON 2^64-1 wrapped to -1, seed -1 wrapped to 2^64-1).
+TEST(RunConfig, NumbersOutOfRangeNameTheSetting) {
+  auto message = [](const std::string& assignment) {
+    auto rc = RunConfig::load("debug");
+    try {
+      rc.set(assignment);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("train.lr=1e39").find("train.lr must be in (0, 1e+06] (got 1e+39)"), std::string::npos);
+  EXPECT_NE(message("train.steps=0").find("train.steps must be in [1, 1099511627776]"), std::string::npos);
+  EXPECT_NE(message("train.steps=18446744073709551615").find("'steps': expected an integer in [-2^63"),
+            std::string::npos);
+  EXPECT_NE(message("train.seed=-1").find("'seed': expected an integer in [0, 2^64-1]"), std::string::npos);
+  EXPECT_NE(message("train.batch_size=100000000").find("train.batch_size must be in [1, 16777216]"), std::string::npos);
+  EXPECT_NE(message("train.beta1=1").find("train.beta1 must be in [0, 1)"), std::string::npos);
+  EXPECT_NE(message("train.later_weight=-1").find("train.later_weight"), std::string::npos);
+  EXPECT_NE(message("train.adam_eps=0").find("train.adam_eps must be in (0, 1]"), std::string::npos);
+  EXPECT_NE(message("model.d_model=0").find("model.d_model must be in [1, 65536] (got 0)"), std::string::npos);
+  EXPECT_NE(message("model.rope_theta=-1").find("model.rope_theta"), std::string::npos);
+  EXPECT_NE(message("model.init_std=1e300").find("model.init_std"), std::string::npos);
+  EXPECT_EQ(message("train.seed=18446744073709551615"), "no error");  // the largest seed is fine
+  EXPECT_EQ(message("train.lr=1e6"), "no error");
+
+  testing::TempDir tmp;
+  const auto file = tmp.path / "c.json";
+  std::ofstream(file) << R"({"model": "debug", "train": {"steps": 18446744073709551615}})";
+  try {
+    RunConfig::load(file.string());
+    ADD_FAILURE() << "accepted steps = 2^64 - 1";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("field 'steps'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
+  }
+}
+
+// The CPU preflight: 2 x 4 x V bytes of logits per token and 12 bytes per parameter are lower
+// bounds; past the machine's memory the run is refused naming what sizes the larger part.
+TEST(TrainConfig, TrainingMemoryPreflightNamesTheSettings) {
+  auto rc = RunConfig::load("debug");  // V = 259, 118,144 parameters (1.4 MB of weights + state)
+  rc.train.batch_size = 1000;          // 1000 x 64 x 259 x 8 = 132.6 MB of logits
+  EXPECT_NO_THROW(check_training_memory(rc, 64, 200'000'000));
+  try {
+    check_training_memory(rc, 64, 100'000'000);
+    ADD_FAILURE() << "132.6 MB of logits fit in 100 MB";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train.batch_size=1000"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("0.1 GB for the logits"), std::string::npos) << e.what();
+  }
+  rc.train.batch_size = 1;
+  rc.model.d_model = 4096;  // ≈ 2·4096² per layer + fusion: over 100 MB of weights and state
+  try {
+    check_training_memory(rc, 64, 100'000'000);
+    ADD_FAILURE() << "a 4096-wide model fit in 100 MB";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.d_model=4096"), std::string::npos) << e.what();
+  }
 }
 
 TEST(TrainConfig, OneBillionPresetCarriesThePaperRecipe) {
@@ -288,10 +351,10 @@ TEST_F(TrainRun, RefusesToOverwriteADifferentRun) {
 }
 
 // A learning rate that overflows the weights makes every later loss non-finite: those updates
-// are skipped, logged, and after max_bad_steps in a row the run stops with a clear error
-// (after writing a checkpoint of the last state for inspection).
+// are skipped, logged, and after max_bad_steps in a row the run stops with a clear error (and
+// no checkpoint of the state that led there: TrainRobustCli.NonFiniteStepsNeverBecomeLatest).
 TEST_F(TrainRun, NonFiniteLossesStopTheRun) {
-  auto o = debug_run("run", 50, {"train.lr=1e30", "train.warmup_steps=0", "train.grad_clip=0",
+  auto o = debug_run("run", 50, {"train.lr=1e6", "train.normuon_lr=1e6", "train.warmup_steps=0", "train.grad_clip=0",
                                  "train.max_bad_steps=3", "train.eval_every=0", "train.checkpoint_every=0"});
   std::ostringstream log;
   try {

@@ -99,6 +99,7 @@ class BatchLoader {
               int64_t world_size = 1);
 
   /// {inputs [B,T], targets [B,T]}, int64 on CPU; targets[b][t] == inputs[b][t+1] within a row.
+  /// Throws fbt::Error naming train.batch_size and train.seq_len if the batch cannot be allocated.
   std::pair<torch::Tensor, torch::Tensor> next();
   /// Steps over the batch next() would return without reading it (counts as drawn). Ranks of
   /// a data-parallel run share one stream and skip each other's micro-batches (trainer.cpp).

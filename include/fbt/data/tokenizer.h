@@ -26,6 +26,10 @@
 
 namespace fbt {
 
+/// True if `text` is valid UTF-8 (no overlongs, surrogates or code points above U+10FFFF: the
+/// strings a BPE tokenizer round-trips; sentencepiece turns each malformed byte into U+FFFD).
+bool is_valid_utf8(std::string_view text);
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -66,6 +70,10 @@ class ByteTokenizer : public Tokenizer {
   std::string type() const override { return "byte"; }
 };
 
+/// The BPE vocab sizes BpeTokenizer::train accepts: 4 specials + 256 byte pieces + "\n" + at
+/// least one more piece, and at most 2^24.
+constexpr int64_t kMinBpeVocab = 262, kMaxBpeVocab = int64_t{1} << 24;
+
 /// Settings for BpeTokenizer::train.
 struct BpeTrainOptions {
   int64_t vocab_size = 4096;          // requested; fewer if the corpus cannot fill it
@@ -75,13 +83,23 @@ struct BpeTrainOptions {
   int num_threads = 2;
 };
 
+/// What BpeTokenizer::train did to the corpus before spm_train saw it, and what spm_train said.
+struct BpeTrainReport {
+  int64_t lines = 0;          ///< non-empty lines of the documents
+  int64_t long_lines = 0;     ///< lines longer than max_sentence_bytes, each cut into pieces
+  int64_t pieces = 0;         ///< training lines after cutting (lines - long_lines + their pieces)
+  int64_t sampled = 0;        ///< training lines given to spm_train: pieces, or max_sentences of them
+  std::string spm_log;        ///< spm_train's output (warnings and errors: it runs with --minloglevel=1)
+};
+
 class BpeTokenizer : public Tokenizer {
  public:
   /// Trains on `documents` (split into lines, "\n" being its own piece) by running spm_train on
   /// a temp file. Throws fbt::Error if vocab_size is outside [262, 2^24], spm_train cannot be run,
   /// or it fails (with the tail of its log; e.g. a vocab too small for the corpus' characters).
+  /// If `report` is given, it receives the line counts (long lines cut, sample taken) and spm_train's log.
   static std::unique_ptr<BpeTokenizer> train(const std::vector<std::string>& documents,
-                                             const BpeTrainOptions& options);
+                                             const BpeTrainOptions& options, BpeTrainReport* report = nullptr);
   /// Loads a sentencepiece model file. Throws fbt::Error naming `path` if it cannot be read or
   /// parsed, is not a BPE model with identity normalization (no precompiled charsmap, whitespace
   /// not as suffix, no UNUSED pieces), or lacks UNK, BOS, EOS or PAD.
@@ -103,6 +121,10 @@ class BpeTokenizer : public Tokenizer {
   int64_t eos_id() const override;
   int64_t pad_id() const override;
   int64_t unk_id() const;
+  /// The model's settings that change valid UTF-8 text on the way through encode and decode, as
+  /// "name=value" (add_dummy_prefix=true, remove_extra_whitespaces=true, byte_fallback=false);
+  /// empty for models trained by fbt (train()), which round-trip every valid UTF-8 string.
+  std::vector<std::string> text_changing_settings() const;
   std::string type() const override { return "bpe"; }
   nlohmann::json meta() const override;
 

@@ -114,8 +114,9 @@ GenEvalResult evaluate_generation(const GenTaskSpec& task, const GenTaskData& da
                                   const GenerateFn& generate_fn, const GenEvalOptions& options);
 
 /// The checks of evaluate_generation that need no model (it runs them first): batch ≥ 1; for a
-/// code task the opt-in (allow_code_execution) and a working sandbox (check_sandbox); for a
-/// sampled task also samples ≥ 1, at least one temperature, each ≥ 0 and finite, and every k of
+/// code task the opt-in (allow_code_execution), a positive finite --sandbox-timeout, --sandbox-jobs
+/// ≥ 1 and a working sandbox (check_sandbox); for a sampled task also samples ≥ 1, at least one
+/// temperature, each passing check_temperature (generate.h), and every k of
 /// pass@k in [1, samples]. Throws fbt::Error naming the flag; `fbt eval` calls it before loading
 /// the checkpoint or opening any output, so bad options cost no generation and leave no file.
 void check_gen_options(const GenTaskSpec& task, const GenEvalOptions& options);

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include <torch/types.h>
@@ -9,6 +10,15 @@
 #include "fbt/infer/decode.h"
 
 namespace fbt {
+
+/// Sampling temperatures other than 0 (greedy) must lie in [kMinTemperature, kMaxTemperature]:
+/// logits / T must stay finite in fp32 (a smaller T overflows to inf, and the probabilities to
+/// NaN) and T must itself be an fp32 number.
+constexpr double kMinTemperature = 1e-6, kMaxTemperature = 1e6;
+/// True for 0 and for a finite T in [kMinTemperature, kMaxTemperature].
+bool temperature_in_range(double t);
+/// Throws fbt::Error naming `flag` (e.g. "--temperature") unless temperature_in_range(t).
+void check_temperature(double t, const std::string& flag);
 
 /// Next-token sampling. temperature 0 is greedy (argmax); otherwise softmax(logits / T)
 /// restricted to the top_k tokens (0 = all) and to the smallest set whose probability reaches
@@ -18,10 +28,14 @@ struct SamplingOptions {
   int64_t top_k = 0;
   double top_p = 1.0;
   uint64_t seed = 0;
+
+  /// Throws fbt::Error naming the flag (--temperature, --top-k, --top-p) unless the temperature
+  /// passes check_temperature, top_k >= 0 and top_p is in (0, 1]. Callers check before any work.
+  void validate() const;
 };
 
 /// Draws one token per row from logits [B,V] -> int64 [B] (on the logits' device).
-/// Throws fbt::Error for temperature < 0, top_k < 0 or top_p outside (0, 1].
+/// Throws fbt::Error for options that fail SamplingOptions::validate.
 torch::Tensor sample_tokens(const torch::Tensor& logits, const SamplingOptions& options,
                             at::Generator& generator);
 

@@ -20,6 +20,11 @@ enum class FeedbackState {
   PreNorm,   ///< the raw residual stream before the final RMSNorm
 };
 
+/// Upper bounds of ModelConfig's sizes (ModelConfig::validate): vocabulary, d_model and head
+/// counts, layers (and full_attention_every), d_ff, context (and window).
+constexpr int64_t kMaxVocab = int64_t{1} << 24, kMaxWidth = int64_t{1} << 16, kMaxLayers = 4096,
+                  kMaxFeedForward = int64_t{1} << 20, kMaxContext = int64_t{1} << 22;
+
 /// Architecture hyper-parameters. Run-time settings (passes, sampling, optimiser) live elsewhere.
 struct ModelConfig {
   int64_t vocab_size = 259;       ///< V
@@ -48,7 +53,10 @@ struct ModelConfig {
   /// Number of trainable parameters implied by the config (tied embedding counted once).
   int64_t parameter_count() const;
 
-  /// Throws fbt::Error naming the field if the config is inconsistent (e.g. D % H != 0).
+  /// Throws fbt::Error naming the setting ("model.d_model must be in [1, 65536] (got 0)") for a
+  /// value outside its range (sizes in [1, kMax*], window in [0, kMaxContext], rope_theta in (0,
+  /// 1e12], norm_eps in (0, 1], init stds and residual_scale in [0, 1e6]) or an inconsistent config
+  /// (e.g. D % H != 0).
   void validate() const;
   nlohmann::json to_json() const;
   /// Strict parse: unknown keys and wrong types throw fbt::Error naming `source` and the key.

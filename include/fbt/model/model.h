@@ -115,6 +115,9 @@ TORCH_MODULE(LatentFusion);
 /// (passes.h) and the decoding modes (decode.h) compose them; forward() is a standard pass.
 class FBTImpl : public torch::nn::Module {
  public:
+  /// Builds and initialises the model. Throws fbt::Error for a config that fails validate(), and
+  /// for weights that cannot be allocated, naming the settings that size them (model.vocab_size,
+  /// model.d_model, model.n_layers, model.d_ff).
   explicit FBTImpl(const ModelConfig& config);
   const ModelConfig& config() const { return config_; }
 
@@ -152,6 +155,7 @@ class FBTImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& tokens);
 
  private:
+  void build();  // the constructor's work: registers the modules and initialises the weights
   ModelConfig config_;
   torch::nn::Embedding embedding_{nullptr};
   RMSNorm input_norm_{nullptr}, final_norm_{nullptr};

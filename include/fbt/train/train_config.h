@@ -53,6 +53,14 @@ const EnumNames<CooldownShape>& enum_names<CooldownShape>();
 template <>
 const EnumNames<Precision>& enum_names<Precision>();
 
+/// Upper bounds of TrainConfig's settings (TrainConfig::validate): counts of steps or tokens,
+/// sequences per micro-batch, tokens per sequence, and real-valued factors (learning rates, decay,
+/// z-loss, jitter, λ, clip): each far from int64 overflow or fp32's range.
+constexpr int64_t kMaxCount = int64_t{1} << 40;
+constexpr int64_t kMaxBatchSize = int64_t{1} << 24;
+constexpr int64_t kMaxSequence = int64_t{1} << 24;
+constexpr double kMaxSettingValue = 1e6;
+
 /// Run-time settings of `fbt train` (the model's are in ModelConfig). Defaults are the paper's
 /// recipe (SPEC §5–6) except the batch, which `preset("1b")` sets to the paper's.
 struct TrainConfig {
@@ -60,7 +68,8 @@ struct TrainConfig {
   int64_t batch_size = 8;        ///< sequences per forward (micro-batch)
   int64_t seq_len = 0;           ///< tokens per sequence; 0 = the model context
   int64_t batch_tokens = 0;      ///< tokens per optimiser step, reached by gradient accumulation over
-                                 ///< batch_tokens / (batch_size · seq_len) micro-batches; 0 = one micro-batch
+                                 ///< batch_tokens / (batch_size · seq_len) micro-batches; 0 = one
+                                 ///< micro-batch per data-parallel process
   OptimizerKind optimizer = OptimizerKind::NorMuon;
   double lr = 5e-4;              ///< peak lr of Adam (normuon recipe) or of AdamW (all parameters)
   double beta1 = 0.9, beta2 = 0.95;  ///< Adam/AdamW betas
@@ -149,11 +158,18 @@ struct TrainConfig {
   double lr_factor(int64_t step) const;
   /// True from the WSD cooldown start S on (never for cosine): z-loss and AdamC apply.
   bool in_cooldown(int64_t step) const;
-  /// Micro-batches per optimiser step for sequences of `seq_tokens` tokens (1 without
-  /// batch_tokens). Throws fbt::Error naming train.batch_tokens if it is not a multiple of
-  /// batch_size · seq_tokens.
-  int64_t accumulation(int64_t seq_tokens) const;
-  /// Throws fbt::Error naming the field for an inconsistent setting.
+  /// Micro-batches per optimiser step, over all `world_size` data-parallel processes, for
+  /// sequences of `seq_tokens` tokens: batch_tokens / (batch_size · seq_tokens), or without
+  /// batch_tokens one micro-batch per process (`world_size`: the global batch is then world_size ·
+  /// batch_size sequences). Throws fbt::Error naming train.batch_tokens if it is not a multiple
+  /// of batch_size · seq_tokens.
+  int64_t accumulation(int64_t seq_tokens, int64_t world_size = 1) const;
+  /// Throws fbt::Error naming the setting ("train.lr must be in (0, 1e+06] (got 1e+39)") for a
+  /// value outside its range: steps in [1, kMaxCount], batch_size in [1, kMaxBatchSize], seq_len in
+  /// [0, kMaxSequence], batch_tokens, warmup_steps, eval/checkpoint intervals in [0, kMaxCount];
+  /// learning rates, weight decays, z_loss, grad_clip, jitter, later_weight finite in [0,
+  /// kMaxSettingValue] (learning rates > 0); betas and momentum in [0, 1); fractions and
+  /// mixin_prob in [0, 1]; adam_eps in (0, 1]; ns_steps in [1, 1000]; a valid pass schedule.
   void validate() const;
 };
 
@@ -171,6 +187,14 @@ struct RunConfig {
   /// naming the key for an unknown key or a value of the wrong type.
   void set(const std::string& assignment);
 };
+
+/// Refuses a CPU training run that cannot fit in `memory_bytes` (the machine's RAM) before
+/// anything is allocated: a process that overcommits is killed by the kernel, not given an
+/// error. Lower bounds only: the weights, their gradients and one optimiser moment (3 x 4 bytes
+/// per parameter), and per micro-batch of batch_size x `seq_tokens` tokens the fp32 logits and
+/// their log-softmax (2 x 4 x vocab_size bytes per token). Throws fbt::Error naming the settings
+/// that size the larger part (model.* or train.batch_size / train.seq_len) and both estimates.
+void check_training_memory(const RunConfig& rc, int64_t seq_tokens, int64_t memory_bytes);
 
 // PassSchedule is a structured field of TrainConfig: JSON conversion for json_fields.h.
 void to_json(nlohmann::json& j, const PassSchedule& s);

@@ -46,10 +46,12 @@ struct TrainResult {
 /// Progress goes to `log`.
 ///
 /// Data parallel (WORLD_SIZE > 1 in the environment, torchrun's variables; scripts/launch.sh):
-/// every rank runs this function with the same options. The global batch is the same as in one
-/// process: its micro-batches come from one seeded window stream and rank r computes the r-th
-/// contiguous share of them (accumulating batch_tokens / (world_size · batch_size · seq_len)
-/// micro-batches), so the loss sequence matches a single process up to fp32 summation order
+/// every rank runs this function with the same options. The global batch is batch_tokens, or
+/// without it one micro-batch of batch_size per rank (world_size · batch_size sequences; run.json
+/// records it as `global_batch` and a resume must keep it). Its micro-batches come from one seeded
+/// window stream and rank r computes the r-th contiguous share of them (accumulating batch_tokens
+/// / (world_size · batch_size · seq_len) micro-batches, or 1), so the loss sequence matches a single
+/// process with the same global batch up to fp32 summation order
 /// (jitter and mixin draws excepted: each rank has its own generator). Gradients are summed in
 /// buckets during the last micro-batch's backward (gradient_sync.h); K comes from the pass RNG,
 /// identical on every rank. Rank 0 alone logs, validates and writes the run directory; resume

@@ -1,5 +1,8 @@
 // Strict JSON <-> struct mapping for config structs: one field list drives both directions.
 #pragma once
+#include <cmath>
+#include <limits>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -57,6 +60,12 @@ void read_field(const nlohmann::json& j, const std::string& what, T& out) {
     out = j.get<bool>();
   } else if constexpr (std::is_integral_v<T>) {
     if (!j.is_number_integer()) fail("an integer");
+    // nlohmann converts with a cast: 18446744073709551615 would become -1, and -1 a huge seed.
+    const bool fits = j.is_number_unsigned()
+                          ? j.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                          : std::is_signed_v<T> || j.get<int64_t>() >= 0;
+    if (!fits)
+      fail(std::is_signed_v<T> ? "an integer in [-2^63, 2^63-1]" : "an integer in [0, 2^64-1]");
     out = j.get<T>();
   } else if constexpr (std::is_floating_point_v<T>) {
     if (!j.is_number()) fail("a number");
@@ -90,6 +99,20 @@ T required_field(const nlohmann::json& j, const std::string& key, const std::str
   T out{};
   read_field(*it, what + ": field '" + key + "'", out);
   return out;
+}
+
+/// Range check of a numeric setting: throws fbt::Error "KEY must be in [lo, hi] (got V)" (a round
+/// bracket for an excluded end) unless V is finite and inside. `key` names the setting as the user
+/// writes it in --set (e.g. "train.lr").
+template <class T>
+void check_setting(const std::string& key, T v, T lo, T hi, bool lo_open = false, bool hi_open = false) {
+  bool ok = (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+  if constexpr (std::is_floating_point_v<T>) ok = ok && std::isfinite(v);
+  if (ok) return;
+  std::ostringstream o;
+  o << key << " must be in " << (lo_open ? "(" : "[") << lo << ", " << hi << (hi_open ? ")" : "]") << " (got " << v
+    << ")";
+  throw Error(o.str());
 }
 
 /// Serialises a struct whose fields are listed by `s.visit(f)` (f(name, member) per field).
