@@ -131,6 +131,50 @@ TEST(HfImport, SoftAndFusedDecodingRun) {
   }
 }
 
+// transformers 4's config.json (most Hub models): rope_theta and rope_scaling at the top level.
+// The fields of meta-llama/Llama-3.2-1B's config.json, and a Qwen2 one with its sliding-window keys off.
+TEST(HfImport, ReadsTransformers4Configs) {
+  const auto llama = nlohmann::json::parse(R"({
+    "architectures": ["LlamaForCausalLM"], "attention_bias": false, "bos_token_id": 128000,
+    "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2048,
+    "intermediate_size": 8192, "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "llama",
+    "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
+    "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "vocab_size": 128256})");
+  HfImportOptions o;
+  o.context = 4096;
+  const auto c = hf_model_config(llama, "llama-3.2-1b", o);
+  EXPECT_EQ(c.block, BlockKind::Llama);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 500000.0);
+  EXPECT_EQ(c.rope_scaling, RopeScaling::Llama3);
+  EXPECT_DOUBLE_EQ(c.rope_scaling_factor, 32.0);
+  EXPECT_EQ(c.rope_original_context, 8192);
+  EXPECT_EQ(c.head_dim(), 64);
+  EXPECT_EQ(c.head_dim_override, 0);  // 2048 / 32: the usual D/H
+  EXPECT_EQ(c.context, 4096);
+  EXPECT_EQ(c.doc_separator_id, 128001);
+  EXPECT_TRUE(c.tie_embeddings && !c.attention_bias && !c.qk_norm);
+  EXPECT_NEAR(double(c.parameter_count() - 2 * 2048 * 2048 - 2048) / 1e9, 1.236, 0.001);  // 1.24 B without the fusion
+
+  const auto qwen2 = nlohmann::json::parse(R"({
+    "hidden_act": "silu", "hidden_size": 896, "intermediate_size": 4864, "max_position_embeddings": 32768,
+    "max_window_layers": 21, "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24,
+    "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 32768,
+    "tie_word_embeddings": true, "use_sliding_window": false, "vocab_size": 151936, "rope_scaling": null})");
+  const auto q = hf_model_config(qwen2, "qwen2.5-0.5b", {});
+  EXPECT_DOUBLE_EQ(q.rope_theta, 1e6);
+  EXPECT_EQ(q.rope_scaling, RopeScaling::None);
+  EXPECT_TRUE(q.attention_bias && !q.attention_out_bias);
+  EXPECT_EQ(q.context, 32768);
+  auto sliding = qwen2;
+  sliding["use_sliding_window"] = true;
+  expect_error([&] { hf_model_config(sliding, "qwen2.json", {}); }, {"qwen2.json", "use_sliding_window"});
+  auto linear = llama;
+  linear["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  expect_error([&] { hf_model_config(linear, "llama.json", {}); }, {"llama.json: rope_scaling", "linear", "llama3"});
+}
+
 TEST(HfImport, RunDirectoryLoadsBack) {
   testing::TempDir tmp;
   const auto run = (fs::path(tmp.path) / "run").string();
