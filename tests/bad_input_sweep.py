@@ -140,6 +140,7 @@ def damaged_data(name, fn):
 RESUME = ["train", "--data", "data", "--resume", "--steps", "6", "--out"]
 
 
+HF_FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "hf", "llama_tied")
 SMALL = ["--preset", "debug", "--contexts", "8", "--new-tokens", "8"]  # fits the 64-token context
 
 
@@ -365,6 +366,19 @@ def cases():
     add("bench-out-is-dir", ["bench", *SMALL, "--tests", "train", "--out", "corpus"], "corpus")
     add("bench-results-dir-is-file", ["bench", *SMALL, "--tests", "train", "--results-dir", "prompt.txt"],
         "prompt.txt")
+    # import (issue 17): the HF fixture of tests/fixtures/hf; nothing is written on bad input
+    add("import-from-gguf", ["import", "--from", "gguf", HF_FIXTURE, "--out", "i1"], "--from")
+    add("import-missing-dir", ["import", "--from", "hf", "nohf", "--out", "i2"], "nohf")
+    add("import-no-config", ["import", "--from", "hf", "corpus", "--out", "i3"], "config.json")
+    add("import-unsupported-model-type", ["import", "--from", "hf", "gpt2", "--out", "i4"],
+        ["gpt2/config.json", "model_type", "llama, qwen2, qwen3"],
+        setup=lambda: write("gpt2/config.json", '{"model_type": "gpt2", "vocab_size": 50257}'))
+    add("import-over-run", ["import", "--from", "hf", HF_FIXTURE, "--out", "run"], "--out")
+    add("import-bad-fusion", ["import", "--from", "hf", HF_FIXTURE, "--out", "i5", "--fusion", "add"], "--fusion")
+    add("generate-imported-no-tokenizer", ["generate", "--checkpoint", "imported", "--prompt", "hi"],
+        ["imported", "tokenizer", "not implemented yet"],
+        setup=lambda: os.path.isdir(os.path.join(ROOT, "imported")) or
+        sh("import", "--from", "hf", HF_FIXTURE, "--out", "imported"))
     return c
 
 

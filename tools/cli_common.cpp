@@ -16,6 +16,7 @@
 #include <torch/cuda.h>
 
 #include "fbt/infer/generate.h"
+#include "fbt/io/hf_import.h"
 #include "fbt/io/run_dir.h"
 #include "fbt/util/error.h"
 
@@ -39,7 +40,20 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const std::string& dev
   return c;
 }
 
+namespace {
+
+/// Throws for a checkpoint imported without its tokenizer (fbt import records "hf-pending").
+void check_tokenizer_imported(const LoadedCheckpoint& checkpoint) {
+  const auto& own = checkpoint.info.tokenizer;
+  if (own.is_object() && own.value("type", "") == kHfPendingTokenizer)
+    throw Error("checkpoint '" + checkpoint.model_file + "' was imported without its tokenizer (tokenizer type \"" +
+                kHfPendingTokenizer + "\"): importing Hugging Face tokenizers is not implemented yet");
+}
+
+}  // namespace
+
 std::unique_ptr<Tokenizer> load_run_tokenizer(const LoadedCheckpoint& checkpoint) {
+  check_tokenizer_imported(checkpoint);
   const std::string dir = (std::filesystem::path(run_dir_of(checkpoint.model_file)) / "tokenizer").string();
   if (!std::filesystem::is_directory(dir))
     throw Error("checkpoint '" + checkpoint.model_file + "' has no tokenizer directory '" + dir + "'");
@@ -50,6 +64,7 @@ std::unique_ptr<Tokenizer> load_run_tokenizer(const LoadedCheckpoint& checkpoint
 
 void check_tokenizer_matches(const nlohmann::json& meta, const std::string& origin,
                              const LoadedCheckpoint& checkpoint) {
+  check_tokenizer_imported(checkpoint);
   const int64_t model_vocab = checkpoint.model->config().vocab_size;
   const auto vocab = meta.value("vocab_size", int64_t{-1});
   if (vocab != model_vocab)

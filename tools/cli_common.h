@@ -30,12 +30,14 @@ torch::Device parse_device(const std::string& value);
 LoadedCheckpoint load_checkpoint(const std::string& path, const std::string& device);
 
 /// The checkpoint's own tokenizer, RUNDIR/tokenizer (run_dir.h), checked against the model vocab.
-/// Throws fbt::Error naming the directory if it is missing or does not match.
+/// Throws fbt::Error naming the directory if it is missing or does not match, and naming the
+/// checkpoint if it was imported without its tokenizer (hf_import.h kHfPendingTokenizer).
 std::unique_ptr<Tokenizer> load_run_tokenizer(const LoadedCheckpoint& checkpoint);
 
 /// Throws fbt::Error naming both sides unless the tokenizer described by `tokenizer_meta` (a
 /// meta.json "tokenizer" block read from `origin`) has the model's vocab size and, where both
-/// record them, the same type and sentencepiece model sha256 as the checkpoint's tokenizer.
+/// record them, the same type and sentencepiece model sha256 as the checkpoint's tokenizer; and
+/// naming the checkpoint if it was imported without its tokenizer (kHfPendingTokenizer).
 void check_tokenizer_matches(const nlohmann::json& tokenizer_meta, const std::string& origin,
                              const LoadedCheckpoint& checkpoint);
 

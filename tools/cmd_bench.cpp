@@ -128,7 +128,7 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
   record["inference_dtype"] = a.dtype;
   const bool cpu_decoder = a.decoder == "cpu" || (a.decoder == "auto" && CpuDecoder::supports(model));
   if (a.decoder == "cpu" && !CpuDecoder::supports(model))
-    throw Error("--decoder cpu: the model is not fp32 on the CPU (use --device cpu)");
+    throw Error("--decoder cpu: the model is not an fp32 model of the paper's block on the CPU (use --device cpu)");
   if (a.decoder == "graph" && !device.is_cuda()) throw Error("--decoder graph: CUDA graphs need --device cuda");
   const auto decoder = a.decoder == "graph" ? BenchDecoder::Graph : cpu_decoder ? BenchDecoder::Cpu : BenchDecoder::Generic;
   record["decoder"] = a.decoder == "graph" ? "graph" : cpu_decoder ? "cpu" : "generic";

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   fbt::cli::add_eval_probe_command(app);
   fbt::cli::add_train_command(app);
   fbt::cli::add_bench_command(app);
+  fbt::cli::add_import_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -45,6 +45,14 @@ DEFAULT_CONFIG = {
     "doc_separator_id": -1,
 }
 
+# The keys of the Llama block family (issue 17): the reference implements the paper's block only,
+# so it takes them at these values, which are the paper block's, and refuses any other.
+PAPER_BLOCK_ONLY = {
+    "block": "fbt", "head_dim": 0, "qk_norm": True, "attention_bias": False, "attention_out_bias": False,
+    "tie_embeddings": True, "rope_scaling": "none", "rope_scaling_factor": 8.0, "rope_low_freq_factor": 1.0,
+    "rope_high_freq_factor": 4.0, "rope_original_context": 8192,
+}
+
 PRESETS = {  # src/model/config.cpp ModelConfig::preset
     "debug": {},
     "small": {"vocab_size": 4096, "d_model": 256, "n_layers": 6, "n_heads": 4, "n_kv_heads": 2,
@@ -56,6 +64,10 @@ PRESETS = {  # src/model/config.cpp ModelConfig::preset
 
 class Config:
     def __init__(self, **overrides):
+        for k in set(overrides) & set(PAPER_BLOCK_ONLY):
+            if overrides.pop(k) != PAPER_BLOCK_ONLY[k]:
+                raise ValueError(f"model config {k}: the reference implements only the paper's block "
+                                 f"({k} = {PAPER_BLOCK_ONLY[k]!r})")
         unknown = set(overrides) - set(DEFAULT_CONFIG)
         if unknown:
             raise ValueError(f"unknown model config keys: {sorted(unknown)}")

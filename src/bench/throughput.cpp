@@ -75,7 +75,8 @@ std::vector<double> time_repeated(const torch::Device& device, int64_t warmup, i
 
 int64_t matmul_weights_per_token(const ModelConfig& c, bool fused) {
   const int64_t D = c.d_model, H = c.n_heads, Hkv = c.n_kv_heads, Dh = c.head_dim(), F = c.d_ff;
-  const int64_t per_layer = D * H * Dh + 2 * D * Hkv * Dh + H * Dh * D + D * H + 3 * D * F;
+  const int64_t gate = c.block == BlockKind::Fbt ? D * H : 0;  // per-head output gate
+  const int64_t per_layer = D * H * Dh + 2 * D * Hkv * Dh + H * Dh * D + gate + 3 * D * F;
   return c.n_layers * per_layer + c.vocab_size * D + (fused ? 2 * D * D : 0);
 }
 

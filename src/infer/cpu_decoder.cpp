@@ -73,6 +73,12 @@ std::vector<float> stack_rows(const std::vector<torch::Tensor>& weights) {
 }  // namespace
 
 bool CpuDecoder::supports(FBT& model) {
+  // The packed step implements the paper's block (ModelConfig's defaults: QK-norm, head gates, no
+  // biases, tied head, unscaled RoPE); other configs (the Llama family) decode with decode_step.
+  const auto& c = model->config();
+  if (c.block != BlockKind::Fbt || !c.qk_norm || c.attention_bias || c.attention_out_bias || !c.tie_embeddings ||
+      c.rope_scaling != RopeScaling::None)
+    return false;
   for (const auto& p : model->parameters())
     if (!p.device().is_cpu() || p.scalar_type() != torch::kFloat) return false;
   return true;

@@ -150,7 +150,11 @@ void save_tensors(const std::string& path, const NamedTensors& tensors,
   }
 }
 
-TensorFile load_tensors(const std::string& path) {
+namespace {
+
+/// load_tensors (fbt = true) and load_foreign_tensors (fbt = false): the same structural checks;
+/// only fbt's own files must carry fbt metadata and a matching data checksum.
+TensorFile read_tensor_file(const std::string& path, bool fbt) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw Error(path + ": cannot open for reading: " + std::strerror(errno));
   const std::streamoff end = in.tellg();
@@ -191,6 +195,10 @@ TensorFile load_tensors(const std::string& path) {
     const std::string where =
         path + ": " + (name == "__metadata__" ? name : "tensor '" + name + "'") + ": ";
     try {
+      if (name == "__metadata__" && !fbt) {
+        out.metadata = v;  // other writers' free-form string map (transformers: {"format": "pt"})
+        continue;
+      }
       if (name == "__metadata__") {
         out.metadata = nlohmann::json::parse(v.at("fbt").get<std::string>());
         stored_sha = v.at("sha256").get<std::string>();
@@ -219,7 +227,7 @@ TensorFile load_tensors(const std::string& path) {
       throw Error(where + "malformed header entry (" + e.what() + ")");
     }
   }
-  if (stored_sha.empty()) throw Error(path + ": header has no __metadata__ (not written by fbt)");
+  if (fbt && stored_sha.empty()) throw Error(path + ": header has no __metadata__ (not written by fbt)");
 
   // Tensors must tile the data section [0, data_end) in offset order, with nothing after it.
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
@@ -250,10 +258,16 @@ TensorFile load_tensors(const std::string& path) {
     out.tensors.emplace_back(e.name, std::move(t));
   }
   const std::string actual_sha = sha.hex();
-  if (actual_sha != stored_sha)
+  if (fbt && actual_sha != stored_sha)
     throw Error(path + ": data checksum mismatch, file is corrupt (sha256 stored " + stored_sha +
                 ", computed " + actual_sha + ")");
   return out;
 }
+
+}  // namespace
+
+TensorFile load_tensors(const std::string& path) { return read_tensor_file(path, /*fbt=*/true); }
+
+TensorFile load_foreign_tensors(const std::string& path) { return read_tensor_file(path, /*fbt=*/false); }
 
 }  // namespace fbt

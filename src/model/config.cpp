@@ -19,7 +19,30 @@ const EnumNames<FeedbackState>& enum_names<FeedbackState>() {
   return names;
 }
 
+template <>
+const EnumNames<BlockKind>& enum_names<BlockKind>() {
+  static const EnumNames<BlockKind> names{{BlockKind::Fbt, "fbt"}, {BlockKind::Llama, "llama"}};
+  return names;
+}
+
+template <>
+const EnumNames<RopeScaling>& enum_names<RopeScaling>() {
+  static const EnumNames<RopeScaling> names{{RopeScaling::None, "none"}, {RopeScaling::Llama3, "llama3"}};
+  return names;
+}
+
+std::vector<std::string> ModelConfig::llama_family_keys() {
+  std::vector<std::string> keys;
+  bool after = false;
+  ModelConfig().visit([&](const char* name, auto&) {
+    after = after || std::string(name) == "block";
+    if (after) keys.emplace_back(name);
+  });
+  return keys;
+}
+
 double ModelConfig::branch_scale() const {
+  if (block == BlockKind::Llama) return 1.0;
   return residual_scale > 0 ? residual_scale : 1.0 / std::sqrt(2.0 * n_layers);
 }
 
@@ -29,12 +52,17 @@ int64_t ModelConfig::layer_window(int64_t layer) const {
 }
 
 int64_t ModelConfig::parameter_count() const {
-  const int64_t D = d_model, Dh = head_dim(), kv = n_kv_heads * Dh;
-  const int64_t attention = D * D + 2 * D * kv + D * D + D * n_heads + 2 * Dh;  // q,k,v,o,gate,qk-norm
+  const bool fbt = block == BlockKind::Fbt;
+  const int64_t D = d_model, Dh = head_dim(), q = n_heads * Dh, kv = n_kv_heads * Dh;
+  const int64_t attention = D * q + 2 * D * kv + q * D    // q, k, v, o
+                            + (fbt ? D * n_heads : 0)     // per-head output gate
+                            + (qk_norm ? 2 * Dh : 0)      // q, k RMSNorm gains
+                            + (attention_bias ? q + 2 * kv : 0) + (attention_out_bias ? D : 0);
   const int64_t mlp = 3 * D * d_ff;
-  const int64_t block = attention + mlp + 4 * D;  // sandwich norms around both branches
-  const int64_t fusion = 2 * D * D;               // W_U, W_G
-  return vocab_size * D + n_layers * block + fusion + 2 * D;  // + input and final norms
+  const int64_t layer = attention + mlp + (fbt ? 4 : 2) * D;  // sandwich norms (fbt) or pre-norms
+  const int64_t fusion = 2 * D * D;                           // W_U, W_G
+  const int64_t head = tie_embeddings ? 0 : vocab_size * D;  // untied lm_head
+  return vocab_size * D + head + n_layers * layer + fusion + 2 * D;  // + input and final norms
 }
 
 void ModelConfig::validate() const {
@@ -57,12 +85,22 @@ void ModelConfig::validate() const {
   check_setting("model.init_std", init_std, 0.0, 1e6);
   check_setting("model.fusion_gate_init_std", fusion_gate_init_std, 0.0, 1e6);
   check_setting("model.residual_scale", residual_scale, 0.0, 1e6);
-  check(d_model % n_heads == 0, "d_model (" + std::to_string(d_model) +
-                                    ") must be divisible by n_heads (" + std::to_string(n_heads) + ")");
-  check(head_dim() % 2 == 0, "head_dim = d_model/n_heads must be even for RoPE");
+  check_setting<int64_t>("model.head_dim", head_dim_override, 0, kMaxWidth);
+  check(head_dim_override > 0 || d_model % n_heads == 0,
+        "d_model (" + std::to_string(d_model) + ") must be divisible by n_heads (" + std::to_string(n_heads) +
+            ") unless head_dim is set");
+  check(head_dim() % 2 == 0, "head_dim (d_model/n_heads unless set) must be even for RoPE");
   check(n_heads % n_kv_heads == 0, "n_heads must be divisible by n_kv_heads");
   check(doc_separator_id >= -1 && doc_separator_id < vocab_size,
         "doc_separator_id must be -1 or a token id below vocab_size");
+  check(block == BlockKind::Fbt || residual_scale == 0,
+        "residual_scale must be 0 with block llama (its branches are not scaled)");
+  if (rope_scaling == RopeScaling::Llama3) {
+    check_setting("model.rope_scaling_factor", rope_scaling_factor, 0.0, 1e6, /*lo_open=*/true);
+    check(rope_low_freq_factor > 0 && rope_high_freq_factor > rope_low_freq_factor,
+          "rope_high_freq_factor must exceed rope_low_freq_factor > 0");
+    check(rope_original_context > 0, "rope_original_context must be positive");
+  }
 }
 
 nlohmann::json ModelConfig::to_json() const { return fields_to_json(*this); }

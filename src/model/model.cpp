@@ -1,5 +1,7 @@
 // The FBT model, top to bottom: RMSNorm → RoPE/masks → attention → MLP → block → fusion → model.
 // Shape legend as in include/fbt/model/model.h (B, T, S, D, H, Hkv, Dh, F, V, L).
+// The Hugging Face Llama family (block llama: modeling_llama.py, modeling_qwen2.py,
+// modeling_qwen3.py) is a handful of ModelConfig switches on the same pieces, not another model.
 #include "fbt/model/model.h"
 
 #include <cmath>
@@ -27,12 +29,27 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
 }
 
 // ---------------------------------------------------------------- RoPE and masks
+torch::Tensor rope_inv_freq(const ModelConfig& c, const torch::Device& device) {
+  const int64_t Dh = c.head_dim();
+  auto inv_freq = torch::pow(c.rope_theta, -torch::arange(0, Dh, 2, torch::dtype(torch::kFloat).device(device)) / Dh);
+  if (c.rope_scaling == RopeScaling::None) return inv_freq;  // [Dh/2]
+  // llama3: wavelengths above original_context / low_freq_factor are divided by the factor,
+  // those below original_context / high_freq_factor kept, and those between blended smoothly.
+  const double old_context = double(c.rope_original_context), factor = c.rope_scaling_factor;
+  const double low = c.rope_low_freq_factor, high = c.rope_high_freq_factor;
+  auto wavelen = (2 * M_PI) / inv_freq;
+  auto scaled = torch::where(wavelen > old_context / low, inv_freq / factor, inv_freq);
+  auto smooth = (old_context / wavelen - low) / (high - low);
+  auto blended = (1 - smooth) * scaled / factor + smooth * scaled;
+  auto medium = (wavelen >= old_context / high).logical_and(wavelen <= old_context / low);
+  return torch::where(medium, blended, scaled);  // [Dh/2]
+}
+
 namespace {
 
-/// RoPE tables for positions [B|1,T]: angle = pos · θ^(-2i/Dh), i < Dh/2.
-Rope make_rope(const torch::Tensor& positions, int64_t head_dim, double theta) {
-  auto opts = torch::dtype(torch::kFloat).device(positions.device());
-  auto inv_freq = torch::pow(theta, -torch::arange(0, head_dim, 2, opts) / head_dim);  // [Dh/2]
+/// RoPE tables for positions [B|1,T]: angle = pos · inv_freq[i], i < Dh/2 (rope_inv_freq).
+Rope make_rope(const torch::Tensor& positions, const ModelConfig& config) {
+  auto inv_freq = rope_inv_freq(config, positions.device());            // [Dh/2]
   auto angles = positions.to(torch::kFloat).unsqueeze(-1) * inv_freq;  // [B|1,T,Dh/2]
   angles = angles.unsqueeze(1);                                         // [B|1,1,T,Dh/2]
   return {angles.cos(), angles.sin()};
@@ -114,27 +131,33 @@ torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch
 
 AttentionImpl::AttentionImpl(const ModelConfig& c, int64_t window)
     : n_heads_(c.n_heads), n_kv_heads_(c.n_kv_heads), head_dim_(c.head_dim()), window_(window) {
-  auto linear = [](int64_t in, int64_t out) {
-    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+  auto linear = [](int64_t in, int64_t out, bool bias) {
+    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
   };
-  wq_ = register_module("wq", linear(c.d_model, c.n_heads * head_dim_));
-  wk_ = register_module("wk", linear(c.d_model, c.n_kv_heads * head_dim_));
-  wv_ = register_module("wv", linear(c.d_model, c.n_kv_heads * head_dim_));
-  wo_ = register_module("wo", linear(c.n_heads * head_dim_, c.d_model));
-  gate_ = register_module("gate", linear(c.d_model, c.n_heads));
-  q_norm_ = register_module("q_norm", RMSNorm(head_dim_, c.norm_eps));
-  k_norm_ = register_module("k_norm", RMSNorm(head_dim_, c.norm_eps));
+  wq_ = register_module("wq", linear(c.d_model, c.n_heads * head_dim_, c.attention_bias));
+  wk_ = register_module("wk", linear(c.d_model, c.n_kv_heads * head_dim_, c.attention_bias));
+  wv_ = register_module("wv", linear(c.d_model, c.n_kv_heads * head_dim_, c.attention_bias));
+  wo_ = register_module("wo", linear(c.n_heads * head_dim_, c.d_model, c.attention_out_bias));
+  if (c.block == BlockKind::Fbt) gate_ = register_module("gate", linear(c.d_model, c.n_heads, false));
+  if (c.qk_norm) {
+    q_norm_ = register_module("q_norm", RMSNorm(head_dim_, c.norm_eps));
+    k_norm_ = register_module("k_norm", RMSNorm(head_dim_, c.norm_eps));
+  }
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Rope& rope,
                                      const AttentionMasks& masks, KVCache* cache, int64_t layer,
                                      int64_t first_slot) {
   const int64_t B = x.size(0), T = x.size(1);
-  auto q = q_norm_(wq_(x).view({B, T, n_heads_, head_dim_})).transpose(1, 2);     // [B,H,T,Dh]
-  auto k = k_norm_(wk_(x).view({B, T, n_kv_heads_, head_dim_})).transpose(1, 2);  // [B,Hkv,T,Dh]
-  auto v = wv_(x).view({B, T, n_kv_heads_, head_dim_}).transpose(1, 2);          // [B,Hkv,T,Dh]
-  q = apply_rope(q, rope);
-  k = apply_rope(k, rope);
+  auto q = wq_(x).view({B, T, n_heads_, head_dim_});     // [B,T,H,Dh]
+  auto k = wk_(x).view({B, T, n_kv_heads_, head_dim_});  // [B,T,Hkv,Dh]
+  auto v = wv_(x).view({B, T, n_kv_heads_, head_dim_}).transpose(1, 2);  // [B,Hkv,T,Dh]
+  if (!q_norm_.is_empty()) {  // QK-norm over Dh, before RoPE
+    q = q_norm_(q);
+    k = k_norm_(k);
+  }
+  q = apply_rope(q.transpose(1, 2), rope);  // [B,H,T,Dh]
+  k = apply_rope(k.transpose(1, 2), rope);  // [B,Hkv,T,Dh]
   if (cache && cache->write_slot.defined()) {  // fixed shape (T = 1): device-side slot index
     cache->k[layer].index_copy_(2, cache->write_slot, k);
     cache->v[layer].index_copy_(2, cache->write_slot, v);
@@ -148,12 +171,11 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Rope& rope,
   }
   const auto& mask = window_ > 0 ? masks.windowed : masks.full;
   auto y = attend(q, k, v, mask, masks.causal_only && window_ == 0);  // [B,H,T,Dh]
-  // Per-head output gate (SPEC §3, "a learned projection of the block input"): read, like q, k
+  // Per-head output gate (block fbt; SPEC §3, "a learned projection of the block input"): read, like q, k
   // and v, from the attention branch's input after its pre-norm, x = RMSNorm(block input), as
   // gated-attention implementations do; the raw residual stream's scale grows with depth.
-  auto gate = torch::sigmoid(gate_(x)).transpose(1, 2).unsqueeze(-1);  // [B,H,T,1]
-  y = (y * gate).transpose(1, 2).reshape({B, T, n_heads_ * head_dim_});
-  return wo_(y);  // [B,T,D]
+  if (!gate_.is_empty()) y = y * torch::sigmoid(gate_(x)).transpose(1, 2).unsqueeze(-1);  // gate [B,H,T,1]
+  return wo_(y.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_}));  // [B,T,D]
 }
 
 // ---------------------------------------------------------------- MLP
@@ -172,18 +194,23 @@ torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
 
 // ---------------------------------------------------------------- block
 BlockImpl::BlockImpl(const ModelConfig& c, int64_t layer) : layer_(layer), scale_(c.branch_scale()) {
+  const bool sandwich = c.block == BlockKind::Fbt;
   attn_norm_in_ = register_module("attn_norm_in", RMSNorm(c.d_model, c.norm_eps));
   attn_ = register_module("attn", Attention(c, c.layer_window(layer)));
-  attn_norm_out_ = register_module("attn_norm_out", RMSNorm(c.d_model, c.norm_eps));
+  if (sandwich) attn_norm_out_ = register_module("attn_norm_out", RMSNorm(c.d_model, c.norm_eps));
   mlp_norm_in_ = register_module("mlp_norm_in", RMSNorm(c.d_model, c.norm_eps));
   mlp_ = register_module("mlp", MLP(c));
-  mlp_norm_out_ = register_module("mlp_norm_out", RMSNorm(c.d_model, c.norm_eps));
+  if (sandwich) mlp_norm_out_ = register_module("mlp_norm_out", RMSNorm(c.d_model, c.norm_eps));
+}
+
+torch::Tensor BlockImpl::branch_out(RMSNorm& norm_out, const torch::Tensor& y) {
+  return norm_out.is_empty() ? y : scale_ * norm_out(y);  // block llama: scale_ is 1
 }
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, const Rope& rope,
                                  const AttentionMasks& masks, KVCache* cache, int64_t first_slot) {
-  auto h = x + scale_ * attn_norm_out_(attn_(attn_norm_in_(x), rope, masks, cache, layer_, first_slot));
-  return h + scale_ * mlp_norm_out_(mlp_(mlp_norm_in_(h)));
+  auto h = x + branch_out(attn_norm_out_, attn_(attn_norm_in_(x), rope, masks, cache, layer_, first_slot));
+  return h + branch_out(mlp_norm_out_, mlp_(mlp_norm_in_(h)));
 }
 
 // ---------------------------------------------------------------- fusion (paper Eq. 4)
@@ -223,13 +250,24 @@ void FBTImpl::build() {
   blocks_ = register_module("blocks", torch::nn::ModuleList());
   for (int64_t l = 0; l < c.n_layers; ++l) blocks_->push_back(Block(c, l));
   final_norm_ = register_module("final_norm", RMSNorm(c.d_model, c.norm_eps));
+  if (!c.tie_embeddings)
+    lm_head_ = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)));
 
   torch::NoGradGuard no_grad;
   for (auto& p : named_parameters()) {
-    if (p.key().find("norm") == std::string::npos) torch::nn::init::normal_(p.value(), 0.0, c.init_std);
+    const auto& name = p.key();
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0) p.value().zero_();
+    else if (name.find("norm") == std::string::npos) torch::nn::init::normal_(p.value(), 0.0, c.init_std);
   }
   torch::nn::init::eye_(fusion_->w_u->weight);  // W_U = I: at switch-on the fused input ≈ plain
   torch::nn::init::normal_(fusion_->w_g->weight, 0.0, c.fusion_gate_init_std);
+  if (c.block == BlockKind::Llama) match_input_norm_to_embedding();
+}
+
+void FBTImpl::match_input_norm_to_embedding() {
+  torch::NoGradGuard no_grad;
+  const auto& e = embedding_->weight;  // [V,D]
+  input_norm_->weight.copy_(e.to(torch::kFloat).pow(2).mean(0).sqrt().to(e.scalar_type()));  // [D]
 }
 
 void FBTImpl::check_token_ids(const torch::Tensor& tokens) const {
@@ -246,11 +284,14 @@ torch::Tensor FBTImpl::embed(const torch::Tensor& tokens, bool check_ids) {
   return embedding_(tokens);  // [B,T,D]
 }
 
-torch::Tensor FBTImpl::plain_input(const torch::Tensor& e) { return input_norm_(e); }
+torch::Tensor FBTImpl::plain_input(const torch::Tensor& e) {
+  return config_.block == BlockKind::Fbt ? input_norm_(e) : e;
+}
 
-torch::Tensor FBTImpl::fused_input(const torch::Tensor& h_prev, const torch::Tensor& e_normed) {
-  auto g = fusion_(h_prev, e_normed);
-  return config_.fusion == Fusion::Glu ? input_norm_(g) : input_norm_(g + e_normed);
+torch::Tensor FBTImpl::fused_input(const torch::Tensor& h_prev, const torch::Tensor& e_plain) {
+  auto e_n = config_.block == BlockKind::Fbt ? e_plain : input_norm_(e_plain);  // RMSNorm_in(e)
+  auto g = fusion_(h_prev, e_n);
+  return config_.fusion == Fusion::Glu ? input_norm_(g) : input_norm_(g + e_n);
 }
 
 torch::Tensor FBTImpl::plain_positions(const torch::Tensor& tokens) const {
@@ -265,7 +306,7 @@ torch::Tensor FBTImpl::plain_positions(const torch::Tensor& tokens) const {
 torch::Tensor FBTImpl::stack(const torch::Tensor& u, const Layout& layout, KVCache* cache,
                              std::vector<torch::Tensor>* layer_states) {
   const int64_t first_slot = cache ? cache->reserve(layout) : 0;
-  auto rope = make_rope(layout.positions, config_.head_dim(), config_.rope_theta);
+  auto rope = make_rope(layout.positions, config_);
   auto masks = make_masks(config_, layout, cache, first_slot);
   auto x = u;  // [B,T,D]
   if (layer_states) *layer_states = {x};
@@ -283,7 +324,8 @@ torch::Tensor FBTImpl::feedback_state(const torch::Tensor& x) {
 }
 
 torch::Tensor FBTImpl::head(const torch::Tensor& x) {
-  return F::linear(final_norm_(x), embedding_->weight);  // tied: [B,T,D]·[V,D]ᵀ -> [B,T,V]
+  const auto& w = lm_head_.is_empty() ? embedding_->weight : lm_head_->weight;  // [V,D]
+  return F::linear(final_norm_(x), w);  // [B,T,D]·[V,D]ᵀ -> [B,T,V]
 }
 
 torch::Tensor FBTImpl::forward(const torch::Tensor& tokens) {

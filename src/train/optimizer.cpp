@@ -14,9 +14,11 @@ std::vector<ParamGroup> group_parameters(FBT& model, const TrainConfig& c) {
   if (c.optimizer == OptimizerKind::NorMuon) {
     groups.push_back({"normuon", "2-D hidden weights: attention q/k/v/o and head gates, MLP, fusion W_U/W_G",
                       {}, c.normuon_lr, c.normuon_weight_decay});
-    groups.push_back({"adam", "tied embedding/head and RMSNorm gains", {}, c.lr, 0.0});
-    for (const auto& p : model->named_parameters())
-      groups[p.value().dim() == 2 && p.key() != "embedding.weight" ? 0 : 1].params.emplace_back(p.key(), p.value());
+    groups.push_back({"adam", "embedding, LM head, RMSNorm gains and biases", {}, c.lr, 0.0});
+    for (const auto& p : model->named_parameters()) {
+      const bool vocab = p.key() == "embedding.weight" || p.key() == "lm_head.weight";  // [V,D]
+      groups[p.value().dim() == 2 && !vocab ? 0 : 1].params.emplace_back(p.key(), p.value());
+    }
   } else {
     groups.push_back({"adamw_decay", "every parameter with >= 2 dims (incl. tied embedding/head)", {}, c.lr,
                       c.weight_decay});

@@ -22,6 +22,19 @@ ModelConfig windowed_config() {
   return c;
 }
 
+/// The windowed stack with the Llama family's block and every one of its switches on (issue 17):
+/// raw-embedding plain inputs, q/k/v/o biases, QK-norm, Dh = 32 != D/H, untied head, llama3 RoPE.
+ModelConfig llama_config() {
+  auto c = windowed_config();
+  c.block = BlockKind::Llama;
+  c.attention_bias = c.attention_out_bias = true;
+  c.head_dim_override = 32;
+  c.tie_embeddings = false;
+  c.rope_scaling = RopeScaling::Llama3;
+  c.rope_original_context = 16;
+  return c;
+}
+
 torch::Tensor random_tokens(int64_t B, int64_t T, int64_t V, uint64_t seed) {  // [B,T] on test_device()
   torch::manual_seed(seed);
   return torch::randint(0, V, {B, T}, torch::kLong).to(test_device());
@@ -31,7 +44,7 @@ torch::TensorOptions on_test_device(torch::Dtype dtype) { return torch::dtype(dt
 
 // Test 1: prefill + token-by-token standard decode == full-sequence logits, unequal prompts.
 TEST(Decode, StandardCachedDecodingMatchesFullForward) {
-  for (const auto& config : {ModelConfig::preset("debug"), windowed_config()}) {
+  for (const auto& config : {ModelConfig::preset("debug"), windowed_config(), llama_config()}) {
     auto model = make_test_model(config, 7, test_device());
     torch::NoGradGuard no_grad;
     const std::vector<int64_t> prompt_len{5, 9, 2};
@@ -62,7 +75,7 @@ TEST(Decode, StandardCachedDecodingMatchesFullForward) {
 // Test 2: K-pass with K >= T equals the sequential soft recurrence everywhere; with K < T the
 // positions t < K match and a later one differs.
 TEST(Decode, KPassEqualsSequentialRecurrenceWhereExact) {
-  for (const auto& config : {ModelConfig::preset("debug"), windowed_config()}) {
+  for (const auto& config : {ModelConfig::preset("debug"), windowed_config(), llama_config()}) {
     auto model = make_test_model(config, 7, test_device());
     const int64_t B = 2, T = 10;
     auto tokens = random_tokens(B, T, config.vocab_size, 2);
@@ -83,55 +96,57 @@ TEST(Decode, KPassEqualsSequentialRecurrenceWhereExact) {
 
 // Test 3: Soft decoding after a plain prefill of P tokens == K-pass forward with plain prefix P.
 TEST(Decode, SoftDecodingEqualsKPassWithPlainPrefix) {
-  auto config = windowed_config();
-  auto model = make_test_model(config, 7, test_device());
-  torch::NoGradGuard no_grad;
-  const int64_t B = 2, P = 5, steps = 6, T = P + steps;
-  auto seqs = random_tokens(B, T, config.vocab_size, 3);
-  KVCache cache(config, B, T, on_test_device(torch::kFloat));
-  std::vector<torch::Tensor> soft;  // next-token logits at positions P-1 .. T-1
-  soft.push_back(prefill(model, seqs.narrow(1, 0, P), torch::ones({B, P}, on_test_device(torch::kBool)),
-                         DecodeMode::Soft, 0, cache));
-  for (int64_t t = P; t < T; ++t) soft.push_back(decode_step(model, seqs.select(1, t), DecodeMode::Soft, cache));
-  PassOptions o;
-  o.passes = steps + 1;  // exact for t < P + K - 1
-  o.plain_prefix = torch::full({B}, P, on_test_device(torch::kLong));
-  o.keep_logits = true;
-  auto passes = forward_passes(model, seqs, {}, o).logits.back();  // [B,T,V]
-  for (int64_t t = P - 1; t < T; ++t)
-    EXPECT_LT(max_abs_diff(soft[t - P + 1], passes.select(1, t)), kTol) << "position " << t;
-  // And soft differs from standard decoding (the feedback is really used).
-  auto standard = model->forward(seqs);
-  EXPECT_GT(max_abs_diff(soft.back(), standard.select(1, T - 1)), 1e-3);
+  for (const auto& config : {windowed_config(), llama_config()}) {
+    auto model = make_test_model(config, 7, test_device());
+    torch::NoGradGuard no_grad;
+    const int64_t B = 2, P = 5, steps = 6, T = P + steps;
+    auto seqs = random_tokens(B, T, config.vocab_size, 3);
+    KVCache cache(config, B, T, on_test_device(torch::kFloat));
+    std::vector<torch::Tensor> soft;  // next-token logits at positions P-1 .. T-1
+    soft.push_back(prefill(model, seqs.narrow(1, 0, P), torch::ones({B, P}, on_test_device(torch::kBool)),
+                           DecodeMode::Soft, 0, cache));
+    for (int64_t t = P; t < T; ++t) soft.push_back(decode_step(model, seqs.select(1, t), DecodeMode::Soft, cache));
+    PassOptions o;
+    o.passes = steps + 1;  // exact for t < P + K - 1
+    o.plain_prefix = torch::full({B}, P, on_test_device(torch::kLong));
+    o.keep_logits = true;
+    auto passes = forward_passes(model, seqs, {}, o).logits.back();  // [B,T,V]
+    for (int64_t t = P - 1; t < T; ++t)
+      EXPECT_LT(max_abs_diff(soft[t - P + 1], passes.select(1, t)), kTol) << "position " << t;
+    // And soft differs from standard decoding (the feedback is really used).
+    auto standard = model->forward(seqs);
+    EXPECT_GT(max_abs_diff(soft.back(), standard.select(1, T - 1)), 1e-3);
+  }
 }
 
 // Test 4: Fused(k) prefill states == pass k+1 of the parallel forward over the prompt, also
 // for left-padded rows of different lengths.
 TEST(Decode, FusedPrefillEqualsPassKPlusOne) {
-  auto config = windowed_config();
-  auto model = make_test_model(config, 7, test_device());
-  torch::NoGradGuard no_grad;
-  const std::vector<int64_t> lens{8, 5};
-  const int64_t P = 8, B = 2;
-  auto seqs = random_tokens(B, P, config.vocab_size, 4);
-  auto tokens = torch::zeros({B, P}, on_test_device(torch::kLong));
-  auto valid = torch::zeros({B, P}, on_test_device(torch::kBool));
-  for (int64_t b = 0; b < B; ++b) {
-    tokens[b].narrow(0, P - lens[b], lens[b]).copy_(seqs[b].narrow(0, 0, lens[b]));
-    valid[b].narrow(0, P - lens[b], lens[b]).fill_(true);
-  }
-  for (int64_t k : {1, 2, 3}) {
-    KVCache cache(config, B, P + 1, on_test_device(torch::kFloat));
-    auto logits = prefill(model, tokens, valid, DecodeMode::Fused, k, cache);
+  for (const auto& config : {windowed_config(), llama_config()}) {
+    auto model = make_test_model(config, 7, test_device());
+    torch::NoGradGuard no_grad;
+    const std::vector<int64_t> lens{8, 5};
+    const int64_t P = 8, B = 2;
+    auto seqs = random_tokens(B, P, config.vocab_size, 4);
+    auto tokens = torch::zeros({B, P}, on_test_device(torch::kLong));
+    auto valid = torch::zeros({B, P}, on_test_device(torch::kBool));
     for (int64_t b = 0; b < B; ++b) {
-      PassOptions o;
-      o.passes = k + 1;
-      o.keep_logits = o.keep_states = true;
-      auto out = forward_passes(model, seqs[b].narrow(0, 0, lens[b]).unsqueeze(0), {}, o);
-      EXPECT_LT(max_abs_diff(cache.h_prev[b], out.states.back()[0][lens[b] - 1]), kTol) << "k=" << k;
-      EXPECT_LT(max_abs_diff(logits[b], out.logits.back()[0][lens[b] - 1]), kTol) << "k=" << k;
-      // The cache was rebuilt from the last pass, not the plain one: differs from pass 1.
-      EXPECT_GT(max_abs_diff(logits[b], out.logits.front()[0][lens[b] - 1]), 1e-3);
+      tokens[b].narrow(0, P - lens[b], lens[b]).copy_(seqs[b].narrow(0, 0, lens[b]));
+      valid[b].narrow(0, P - lens[b], lens[b]).fill_(true);
+    }
+    for (int64_t k : {1, 2, 3}) {
+      KVCache cache(config, B, P + 1, on_test_device(torch::kFloat));
+      auto logits = prefill(model, tokens, valid, DecodeMode::Fused, k, cache);
+      for (int64_t b = 0; b < B; ++b) {
+        PassOptions o;
+        o.passes = k + 1;
+        o.keep_logits = o.keep_states = true;
+        auto out = forward_passes(model, seqs[b].narrow(0, 0, lens[b]).unsqueeze(0), {}, o);
+        EXPECT_LT(max_abs_diff(cache.h_prev[b], out.states.back()[0][lens[b] - 1]), kTol) << "k=" << k;
+        EXPECT_LT(max_abs_diff(logits[b], out.logits.back()[0][lens[b] - 1]), kTol) << "k=" << k;
+        // The cache was rebuilt from the last pass, not the plain one: differs from pass 1.
+        EXPECT_GT(max_abs_diff(logits[b], out.logits.front()[0][lens[b] - 1]), 1e-3);
+      }
     }
   }
 }

@@ -120,5 +120,30 @@ TEST_F(CheckpointTest, DamagedMetadataFieldsAreNamed) {
   }
 }
 
+// Issue 17: checkpoints written before the Llama block family lack all of its config keys and
+// still load as the paper's block; one lacking only some of them is damaged.
+TEST_F(CheckpointTest, CheckpointsWithoutTheLlamaFamilyKeysLoadAsTheFbtBlock) {
+  auto model = testing::make_test_model();
+  const auto p = path("m.safetensors");
+  save_model(p, model, {}, 1);
+  const auto good = load_tensors(p);
+  auto old = good.metadata;
+  for (const auto& key : ModelConfig::llama_family_keys()) old["model_config"].erase(key);
+  ASSERT_FALSE(old["model_config"].contains("block"));
+  save_tensors(path("old.safetensors"), good.tensors, old);
+  CheckpointInfo info;
+  auto loaded = load_model(path("old.safetensors"), &info);
+  EXPECT_EQ(info.config, model->config());
+  auto tokens = torch::randint(model->config().vocab_size, {1, 8}, torch::kLong);
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::equal(loaded->forward(tokens), model->forward(tokens)));
+
+  auto partial = good.metadata;
+  partial["model_config"].erase("block");
+  save_tensors(path("partial.safetensors"), good.tensors, partial);
+  expect_error([&] { read_checkpoint_info(path("partial.safetensors")); },
+               {"partial.safetensors", "model_config lacks 'block'"});
+}
+
 }  // namespace
 }  // namespace fbt

@@ -1,6 +1,7 @@
 // NorMuon, Adam and the parameter groups (SPEC §6), checked against values computed
 // independently in the test (SVD + the scalar Newton–Schulz polynomial, closed-form Adam).
 #include <cmath>
+#include <map>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -141,6 +142,24 @@ TEST(TrainingOptimizer, EveryParameterInExactlyOneGroupAndMatricesGoToNorMuon) {
   EXPECT_FALSE(in_normuon.count("embedding.weight"));
   TrainingOptimizer opt(model, c);
   EXPECT_NE(opt.describe().find("normuon"), std::string::npos);
+}
+
+// The Llama block family (issue 17): an untied head is a vocabulary matrix like the embedding
+// (Adam, as in Muon practice), attention biases are 1-D (Adam).
+TEST(Optimizer, UntiedHeadAndBiasesGoToAdam) {
+  auto config = ModelConfig::preset("debug");
+  config.block = BlockKind::Llama;
+  config.tie_embeddings = false;
+  config.attention_bias = true;
+  FBT model(config);
+  std::map<std::string, std::string> group_of;
+  for (const auto& g : group_parameters(model, TrainConfig{}))
+    for (const auto& [name, p] : g.params) group_of[name] = g.name;
+  EXPECT_EQ(group_of.size(), model->named_parameters().size());
+  EXPECT_EQ(group_of.at("lm_head.weight"), "adam");
+  EXPECT_EQ(group_of.at("blocks.0.attn.wq.bias"), "adam");
+  EXPECT_EQ(group_of.at("blocks.0.attn.wq.weight"), "normuon");
+  EXPECT_FALSE(group_of.count("blocks.0.attn.gate.weight"));  // no head gates
 }
 
 }  // namespace

@@ -11,11 +11,14 @@ using testing::make_test_model;
 using testing::test_device;
 using testing::max_abs_diff;
 
-// Test 5a: finite-difference check of the fusion RMSNorm_in((W_U h) ⊙ σ(W_G e_n)) in float64.
+// Test 5a: finite-difference check of the fusion RMSNorm_in((W_U h) ⊙ σ(W_G e_n)) in float64,
+// for both blocks (the Llama block's plain input is e itself; e_n is formed inside fused_input).
 TEST(Passes, FusionGradientMatchesFiniteDifferences) {
-  for (auto fusion : {Fusion::Glu, Fusion::GluPlusToken}) {
+  for (auto [fusion, block] : {std::pair{Fusion::Glu, BlockKind::Fbt}, std::pair{Fusion::GluPlusToken, BlockKind::Fbt},
+                               std::pair{Fusion::Glu, BlockKind::Llama}, std::pair{Fusion::GluPlusToken, BlockKind::Llama}}) {
     auto c = ModelConfig::preset("debug");
     c.fusion = fusion;
+    c.block = block;
     auto model = make_test_model(c);
     model->to(torch::kDouble);
     torch::manual_seed(5);

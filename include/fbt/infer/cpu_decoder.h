@@ -20,7 +20,8 @@ namespace fbt {
 
 class CpuDecoder {
  public:
-  /// True if `model` can be decoded here: fp32 parameters on the CPU.
+  /// True if `model` can be decoded here: the paper's block (block fbt with the default
+  /// qk_norm, bias, tie and rope_scaling settings) with fp32 parameters on the CPU.
   static bool supports(FBT& model);
 
   /// Copies `model`'s weights into packed contiguous buffers (a snapshot: build a new decoder

@@ -42,4 +42,10 @@ struct TensorFile {
 /// fbt::Error naming `path` and the problem.
 TensorFile load_tensors(const std::string& path);
 
+/// Reads a safetensors file of any writer (e.g. transformers' save_pretrained) with the same
+/// structural checks as load_tensors, but no fbt metadata or checksum required (such files have
+/// none). `metadata` is the header's raw "__metadata__" object, or null when absent. Tensors keep
+/// their stored dtype. Every error is an fbt::Error naming `path`.
+TensorFile load_foreign_tensors(const std::string& path);
+
 }  // namespace fbt

@@ -24,6 +24,20 @@ enum class FeedbackState {
 /// counts, layers (and full_attention_every), d_ff, context (and window).
 constexpr int64_t kMaxVocab = int64_t{1} << 24, kMaxWidth = int64_t{1} << 16, kMaxLayers = 4096,
                   kMaxFeedForward = int64_t{1} << 20, kMaxContext = int64_t{1} << 22;
+/// Which block the stack is made of (SPEC §3 or the Hugging Face Llama family).
+enum class BlockKind {
+  Fbt,    ///< paper Appendix A: sandwich norms, depth-scaled branches, per-head output gate,
+          ///< plain input RMSNorm_in(e)
+  Llama,  ///< LlamaForCausalLM / Qwen2 / Qwen3 (modeling_llama.py): pre-norm only, unscaled
+          ///< branches, no head gate, plain input the raw embedding e
+};
+
+/// RoPE frequency scaling (transformers' modeling_rope_utils.py).
+enum class RopeScaling {
+  None,    ///< θ^(-2i/Dh)
+  Llama3,  ///< rope_type "llama3" (_compute_llama3_parameters): long wavelengths divided by
+           ///< rope_scaling_factor, a smooth blend between low_freq and high_freq wavelengths
+};
 
 /// Architecture hyper-parameters. Run-time settings (passes, sampling, optimiser) live elsewhere.
 struct ModelConfig {
@@ -44,9 +58,22 @@ struct ModelConfig {
   Fusion fusion = Fusion::Glu;
   FeedbackState feedback_state = FeedbackState::PostNorm;
   int64_t doc_separator_id = -1;  ///< token ending a document (EOS); the next position is plain. -1: none
+  // Switches for the Llama family (issue 17); the defaults are the paper's block above.
+  BlockKind block = BlockKind::Fbt;
+  int64_t head_dim_override = 0;  ///< JSON "head_dim": Dh when it is not D/H (Qwen3); 0 = D/H
+  bool qk_norm = true;            ///< RMSNorm over Dh on q and k before RoPE (fbt, Qwen3)
+  bool attention_bias = false;    ///< biases on the q, k, v projections (Qwen2; Llama attention_bias)
+  bool attention_out_bias = false;  ///< bias on the output projection (Llama/Qwen3 attention_bias)
+  bool tie_embeddings = true;     ///< LM head = token embedding; false adds `lm_head.weight` [V,D]
+  RopeScaling rope_scaling = RopeScaling::None;
+  double rope_scaling_factor = 8.0;        ///< llama3: factor
+  double rope_low_freq_factor = 1.0;       ///< llama3: low_freq_factor
+  double rope_high_freq_factor = 4.0;      ///< llama3: high_freq_factor
+  int64_t rope_original_context = 8192;    ///< llama3: original_max_position_embeddings
 
-  int64_t head_dim() const { return d_model / n_heads; }
-  /// The branch multiplier actually used: residual_scale, or 1/sqrt(2L) when it is 0.
+  int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : d_model / n_heads; }
+  /// The branch multiplier actually used: residual_scale, or 1/sqrt(2L) when it is 0; 1 for the
+  /// Llama block (whose branches are not scaled).
   double branch_scale() const;
   /// Sliding window of layer `layer` (0-based): 0 (full) or `window`.
   int64_t layer_window(int64_t layer) const;
@@ -90,7 +117,22 @@ struct ModelConfig {
     f("fusion", fusion);
     f("feedback_state", feedback_state);
     f("doc_separator_id", doc_separator_id);
+    f("block", block);
+    f("head_dim", head_dim_override);
+    f("qk_norm", qk_norm);
+    f("attention_bias", attention_bias);
+    f("attention_out_bias", attention_out_bias);
+    f("tie_embeddings", tie_embeddings);
+    f("rope_scaling", rope_scaling);
+    f("rope_scaling_factor", rope_scaling_factor);
+    f("rope_low_freq_factor", rope_low_freq_factor);
+    f("rope_high_freq_factor", rope_high_freq_factor);
+    f("rope_original_context", rope_original_context);
   }
+
+  /// The keys added with the Llama block family (issue 17), from "block" on. A checkpoint written
+  /// before them lacks exactly these; checkpoint.cpp fills them with today's defaults.
+  static std::vector<std::string> llama_family_keys();
 
   bool operator==(const ModelConfig& o) const;
   bool operator!=(const ModelConfig& o) const { return !(*this == o); }
@@ -100,5 +142,9 @@ template <>
 const EnumNames<Fusion>& enum_names<Fusion>();
 template <>
 const EnumNames<FeedbackState>& enum_names<FeedbackState>();
+template <>
+const EnumNames<BlockKind>& enum_names<BlockKind>();
+template <>
+const EnumNames<RopeScaling>& enum_names<RopeScaling>();
 
 }  // namespace fbt

@@ -33,6 +33,11 @@ struct Rope {
   torch::Tensor cos, sin;
 };
 
+/// RoPE inverse frequencies [Dh/2] (fp32 on `device`): θ^(-2i/Dh), i < Dh/2, then the config's
+/// rope_scaling (llama3: transformers' modeling_rope_utils.py _compute_llama3_parameters).
+/// Applied rotate-half style (pairs (i, i + Dh/2)), as HF Llama/Qwen do.
+torch::Tensor rope_inv_freq(const ModelConfig& config, const torch::Device& device);
+
 /// Attention masks for one stack call, additive (0 or -inf), [B|1, 1, T, S]; `windowed` is
 /// undefined when no layer uses a sliding window. `causal_only` marks the plain training case
 /// (no padding, no cache, no window) where fused causal kernels may be used.
@@ -54,7 +59,10 @@ enum class AttentionKernel { Auto, Explicit };
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                      const torch::Tensor& mask, bool causal_only, AttentionKernel kernel = AttentionKernel::Auto);
 
-/// Grouped-query self-attention with RoPE, QK RMSNorm and a per-head sigmoid output gate.
+/// Grouped-query self-attention with RoPE. Block fbt: QK RMSNorm and a per-head sigmoid output
+/// gate. Block llama (modeling_llama.py LlamaAttention): no gate; QK RMSNorm over Dh if qk_norm
+/// (modeling_qwen3.py); q/k/v biases if attention_bias (modeling_qwen2.py), o bias if
+/// attention_out_bias.
 class AttentionImpl : public torch::nn::Module {
  public:
   AttentionImpl(const ModelConfig& config, int64_t window);
@@ -67,7 +75,7 @@ class AttentionImpl : public torch::nn::Module {
  private:
   int64_t n_heads_, n_kv_heads_, head_dim_, window_;
   torch::nn::Linear wq_{nullptr}, wk_{nullptr}, wv_{nullptr}, wo_{nullptr}, gate_{nullptr};
-  RMSNorm q_norm_{nullptr}, k_norm_{nullptr};
+  RMSNorm q_norm_{nullptr}, k_norm_{nullptr};  // empty without qk_norm; gate_ empty for block llama
 };
 TORCH_MODULE(Attention);
 
@@ -82,8 +90,9 @@ class MLPImpl : public torch::nn::Module {
 };
 TORCH_MODULE(MLP);
 
-/// One block with sandwich norms and depth-scaled branches:
-/// x += s·norm_out(branch(norm_in(x))) for the attention then the MLP branch.
+/// One block. Block fbt: sandwich norms and depth-scaled branches,
+/// x += s·norm_out(branch(norm_in(x))) for the attention then the MLP branch. Block llama
+/// (modeling_llama.py LlamaDecoderLayer): pre-norm only, x += branch(norm_in(x)).
 class BlockImpl : public torch::nn::Module {
  public:
   BlockImpl(const ModelConfig& config, int64_t layer);
@@ -91,10 +100,13 @@ class BlockImpl : public torch::nn::Module {
                         KVCache* cache, int64_t first_slot);  // [B,T,D] -> [B,T,D]
 
  private:
+  /// y after its optional output norm and scale: s·norm_out(y) (fbt) or y (llama).
+  torch::Tensor branch_out(RMSNorm& norm_out, const torch::Tensor& y);
+
   int64_t layer_;
   double scale_;
   RMSNorm attn_norm_in_{nullptr}, attn_norm_out_{nullptr}, mlp_norm_in_{nullptr},
-      mlp_norm_out_{nullptr};
+      mlp_norm_out_{nullptr};  // the *_norm_out are empty for block llama
   Attention attn_{nullptr};
   MLP mlp_{nullptr};
 };
@@ -128,12 +140,20 @@ class FBTImpl : public torch::nn::Module {
   /// check_token_ids first; a captured CUDA-graph step, which may not read device values on the
   /// host, passes false after checking its input before the replay.
   torch::Tensor embed(const torch::Tensor& tokens, bool check_ids = true);
-  /// Plain input RMSNorm_in(e): [B,T,D] -> [B,T,D] (SPEC §4).
+  /// Plain input: RMSNorm_in(e) for block fbt (SPEC §4), the raw embedding e for block llama
+  /// (as in LlamaModel.forward). [B,T,D] -> [B,T,D].
   torch::Tensor plain_input(const torch::Tensor& e);
-  /// Fused input from the previous position's feedback state h_prev [...,D] and the normed
-  /// embedding e_n = plain_input(e) [...,D]: RMSNorm_in(g) for `glu` (paper Eq. 4) or
-  /// RMSNorm_in(g + e_n) for `glu_plus_token`, g = LatentFusion(h_prev, e_n).
-  torch::Tensor fused_input(const torch::Tensor& h_prev, const torch::Tensor& e_normed);
+  /// Fused input from the previous position's feedback state h_prev [...,D] and the plain input
+  /// e_plain = plain_input(e) [...,D]. With e_n = RMSNorm_in(e) (e_plain itself for block fbt):
+  /// RMSNorm_in(g) for `glu` (paper Eq. 4) or RMSNorm_in(g + e_n) for `glu_plus_token`,
+  /// g = LatentFusion(h_prev, e_n). The same for both blocks; see
+  /// match_input_norm_to_embedding for the scale of the Llama block's fused inputs.
+  torch::Tensor fused_input(const torch::Tensor& h_prev, const torch::Tensor& e_plain);
+  /// Sets the input norm's gain to the per-dimension RMS of the embedding table,
+  /// sqrt(mean_v E[v,d]²), so that fused inputs RMSNorm_in(·) have the scale of raw embeddings.
+  /// The rule for block llama, whose plain inputs are the raw embeddings: the constructor
+  /// applies it, and so does the HF importer (hf_import.h) after loading the weights.
+  void match_input_norm_to_embedding();
   /// Positions that must take the plain input in every pass: position 0 and every position
   /// whose previous token is the document separator. tokens [B,T] -> bool [B,T].
   torch::Tensor plain_positions(const torch::Tensor& tokens) const;
@@ -148,7 +168,7 @@ class FBTImpl : public torch::nn::Module {
   torch::Tensor final_norm(const torch::Tensor& x);
   /// The state fed back to the next position: FinalNorm(x) (post_norm) or x (pre_norm).
   torch::Tensor feedback_state(const torch::Tensor& x);
-  /// Tied LM head: logits = FinalNorm(x) · Eᵀ, x [B,T,D] -> [B,T,V].
+  /// LM head: logits = FinalNorm(x) · Wᵀ, x [B,T,D] -> [B,T,V]; W = E (tied) or lm_head.
   torch::Tensor head(const torch::Tensor& x);
 
   /// Standard (plain) forward over tokens [B,T] -> logits [B,T,V].
@@ -158,6 +178,7 @@ class FBTImpl : public torch::nn::Module {
   void build();  // the constructor's work: registers the modules and initialises the weights
   ModelConfig config_;
   torch::nn::Embedding embedding_{nullptr};
+  torch::nn::Linear lm_head_{nullptr};  ///< only with tie_embeddings = false
   RMSNorm input_norm_{nullptr}, final_norm_{nullptr};
   LatentFusion fusion_{nullptr};
   torch::nn::ModuleList blocks_{nullptr};

@@ -23,10 +23,11 @@ struct ParamGroup {
 };
 
 /// The grouping rule (SPEC §6). optimizer = normuon:
-///   "normuon": every 2-D weight except the tied embedding/head `embedding.weight` — attention
-///              wq, wk, wv, wo and the per-head gate, MLP w_gate, w_up, w_down, fusion w_u, w_g;
-///              lr = normuon_lr, wd = normuon_weight_decay;
-///   "adam":    everything else — the tied embedding/head and every RMSNorm gain; lr = lr, wd 0.
+///   "normuon": every 2-D weight except the embedding `embedding.weight` and an untied head
+///              `lm_head.weight` — attention wq, wk, wv, wo and the per-head gate, MLP w_gate,
+///              w_up, w_down, fusion w_u, w_g; lr = normuon_lr, wd = normuon_weight_decay;
+///   "adam":    everything else — embedding and head, every RMSNorm gain and (Llama family)
+///              attention bias; lr = lr, wd 0.
 /// optimizer = adamw: "adamw_decay" (every parameter with ≥ 2 dims, wd = weight_decay) and
 /// "adamw_no_decay" (1-D gains), both lr = lr. Every parameter is in exactly one group; empty
 /// groups are dropped.

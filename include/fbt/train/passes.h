@@ -51,7 +51,7 @@ torch::Tensor shift_right(const torch::Tensor& h);
 
 /// The stack input of a pass after the first (SPEC §4–5): position t takes
 /// fuse(state[t-1], e_n[t]) unless plain[b,t] is true, where it takes e_n[t]. e_n [B,T,D] is the
-/// normalised embedding (FBT::plain_input), state [B,T,D] the previous pass's feedback states
+/// plain input (FBT::plain_input: the normalised embedding, or for block llama the raw one), state [B,T,D] the previous pass's feedback states
 /// (unshifted), plain [B,T] bool (FBT::plain_positions, possibly with a plain prefix). Returns
 /// [B,T,D].
 torch::Tensor fused_pass_input(FBT& model, const torch::Tensor& e_n, const torch::Tensor& state,

@@ -1,0 +1,73 @@
+// Importing Hugging Face Llama-family checkpoints (LlamaForCausalLM, Qwen2ForCausalLM,
+// Qwen3ForCausalLM) into an fbt model with the Llama block, and writing it as an fbt run directory.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fbt/model/config.h"
+#include "fbt/model/model.h"
+
+namespace fbt {
+
+/// The tokenizer "type" an import records while HF tokenizers cannot be imported yet: the run's
+/// tokenizer/meta.json and the checkpoint say so, and every command that needs the tokenizer
+/// stops with an error saying tokenizer import is not implemented yet.
+inline constexpr const char* kHfPendingTokenizer = "hf-pending";
+
+/// The config.json model_type values import_hf_model reads: "llama", "qwen2", "qwen3".
+std::vector<std::string> hf_supported_model_types();
+
+/// Settings of an import that HF's config.json does not give.
+struct HfImportOptions {
+  int64_t context = 0;           ///< model context (KV cache, positions); 0: max_position_embeddings
+  Fusion fusion = Fusion::Glu;   ///< the fusion put on top of the imported stack (SPEC §4)
+  double fusion_gate_init_std = 0.02;  ///< std of W_G (seeded by `seed`)
+  uint64_t seed = 0;             ///< seed of W_G's draw
+};
+
+/// The fbt ModelConfig of an HF config.json object `hf` (`origin` names the file in errors):
+/// block llama; vocab_size, hidden_size, num_hidden_layers, num_attention_heads,
+/// num_key_value_heads, head_dim, intermediate_size, max_position_embeddings, rms_norm_eps,
+/// tie_word_embeddings, RoPE θ and llama3 scaling (transformers 5's rope_parameters or 4's
+/// rope_theta + rope_scaling), attention biases (llama: attention_bias on q/k/v/o; qwen2: q/k/v;
+/// qwen3: attention_bias on q/k/v/o), QK-norm (qwen3); doc_separator_id = eos_token_id when it
+/// is one id in the vocabulary. Throws fbt::Error naming `origin` and the field for a model_type
+/// outside hf_supported_model_types (listing them), a hidden_act other than silu, mlp_bias,
+/// sliding-window layers, an unsupported rope type, or a missing or mistyped field.
+ModelConfig hf_model_config(const nlohmann::json& hf, const std::string& origin, const HfImportOptions& options);
+
+/// The HF tensor name of an fbt parameter, or "" for the fusion and input-norm parameters that
+/// HF models do not have: embedding.weight -> model.embed_tokens.weight, blocks.L.attn.wq.bias ->
+/// model.layers.L.self_attn.q_proj.bias, blocks.L.mlp_norm_in.weight ->
+/// model.layers.L.post_attention_layernorm.weight, final_norm.weight -> model.norm.weight, ...
+/// (modeling_llama.py's module names).
+std::string hf_tensor_name(const std::string& fbt_name);
+
+/// An imported model and what the run directory records about it.
+struct HfImport {
+  FBT model{nullptr};        ///< fp32, CPU, eval mode
+  nlohmann::json tokenizer;  ///< {"type": "hf-pending", "vocab_size", "bos_id", "eos_id", "missing"}
+  nlohmann::json source;     ///< provenance: directory, model_type, architectures, files, dtypes
+};
+
+/// Reads DIR/config.json and DIR/model.safetensors or the shards listed by
+/// DIR/model.safetensors.index.json (BF16/F16/F32 tensors, converted to fp32), and builds the
+/// fbt model. fbt's RoPE is rotate-half like HF's, so q/k weights are copied unpermuted.
+/// The fusion, which HF models lack, starts as in SPEC §4: W_U = I and W_G ~ N(0,
+/// fusion_gate_init_std) drawn with `seed`; the input norm's gain is the per-dimension RMS of
+/// the embedding table (FBT::match_input_norm_to_embedding), so a fused input has the scale of
+/// the raw embedding the Llama block's plain input is. The standard mode then computes exactly
+/// the HF model's logits. Throws fbt::Error naming the file for a missing config or weights
+/// file, a missing tensor, a tensor of the wrong shape, an unexpected tensor, or a bad field.
+HfImport import_hf_model(const std::string& dir, const HfImportOptions& options = {});
+
+/// Writes `imported` as an fbt run directory (run_dir.h): RUNDIR/step-0000000/model.safetensors
+/// (save_model, step 0), RUNDIR/latest, RUNDIR/tokenizer/meta.json (the hf-pending tokenizer
+/// block) and RUNDIR/run.json (config and provenance). RUNDIR must not exist or be empty;
+/// otherwise fbt::Error naming it, before anything is written.
+void write_imported_run(const HfImport& imported, const std::string& run_dir);
+
+}  // namespace fbt
