@@ -127,6 +127,10 @@ void run_generate(const GenerateArgs& a) {
     throw Error("the prompt is " + std::to_string(prompt.size()) +
                 " tokens (with the leading EOS) but the model context is " + std::to_string(context) +
                 " tokens; at most " + std::to_string(context - 1) + " leave room to generate");
+  const int64_t room = context - static_cast<int64_t>(prompt.size());
+  if (a.max_new_tokens > room)  // generate() stops at the context: say so rather than stop short silently
+    std::cerr << "note: --max-new-tokens " << a.max_new_tokens << " is capped at " << room << " by the model context ("
+              << context << " tokens, " << prompt.size() << " of them the prompt)\n";
 
   if (!a.all_modes) {
     generate_streaming(checkpoint.model, *tokenizer, prompt, mode, a);

@@ -67,6 +67,17 @@ TEST_F(GenerateCli, AllModesPrintsOneSectionPerMode) {
     EXPECT_NE(r.err.find(label), std::string::npos) << r.err;
 }
 
+// More new tokens than the context leaves room for: capped, and said so (the debug context is 64:
+// [EOS] + "hello" leaves 58).
+TEST_F(GenerateCli, MaxNewTokensBeyondTheContextIsCappedWithANote) {
+  const auto r = fbt_cli("generate --checkpoint " + run.string() + " --prompt hello --max-new-tokens 1000 --temperature 0");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("note: --max-new-tokens 1000 is capped at 58 by the model context (64 tokens, 6 of them the prompt)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out, greedy_text("hello", DecodeMode::Standard, 58) + "\n");
+}
+
 TEST_F(GenerateCli, BadInputFailsWithAClearMessage) {
   const std::string ckpt = " --checkpoint " + run.string();
   const std::string too_long(100, 'a');  // 101 tokens with the leading EOS; the context is 64
