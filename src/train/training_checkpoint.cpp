@@ -29,12 +29,15 @@ int64_t non_negative(const nlohmann::json& j, const char* key, const std::string
   return v;
 }
 
-/// Step number of a directory named step-NNNNNNN, or -1.
-int64_t step_of(const std::string& name) {
-  if (name.size() < 6 || name.compare(0, 5, "step-") != 0) return -1;
-  const auto digits = name.substr(5);
+/// The value of a string of 1 to 18 decimal digits, or -1 for anything else.
+int64_t digits_value(const std::string& digits) {
   if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
   return std::stoll(digits);
+}
+
+/// Step number of a directory named step-NNNNNNN, or -1.
+int64_t step_of(const std::string& name) {
+  return name.compare(0, 5, "step-") == 0 ? digits_value(name.substr(std::min<size_t>(5, name.size()))) : -1;
 }
 
 }  // namespace
@@ -70,7 +73,7 @@ TrainerState TrainerState::from_json(const nlohmann::json& j, const std::string&
   const auto counts = required_field<nlohmann::json>(j, "pass_counts", path);
   if (!counts.is_object()) throw Error(path + ": field 'pass_counts' is not an object");
   for (const auto& [k, v] : counts.items()) {
-    const int64_t K = step_of("step-" + k);
+    const int64_t K = digits_value(k);
     if (K < 1 || !v.is_number_integer() || v.get<int64_t>() < 0)
       throw Error(path + ": field 'pass_counts': entry \"" + k + "\": " + v.dump() + " is not a count of steps per K");
     s.pass_counts[K] = v.get<int64_t>();

@@ -9,6 +9,7 @@
 
 #include "fbt/data/shards.h"
 #include "fbt/util/error.h"
+#include "expect_error.h"
 #include "temp_dir.h"
 
 namespace fbt {
@@ -44,16 +45,7 @@ T field(const std::string& bytes, size_t offset) {
   return v;
 }
 
-/// Runs f, expects fbt::Error, and checks the message contains every one of `parts`.
-template <class F>
-void expect_error(F&& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected fbt::Error";
-  } catch (const Error& e) {
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
+using testing::expect_error;
 
 TEST(DataShard, HeaderLayoutAndReadBack) {
   TempDir dir;

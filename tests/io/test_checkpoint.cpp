@@ -7,6 +7,7 @@
 #include "fbt/io/checkpoint.h"
 #include "fbt/io/safetensors.h"
 #include "fbt/util/error.h"
+#include "expect_error.h"
 #include "temp_dir.h"
 #include "test_model_helpers.h"
 
@@ -20,14 +21,7 @@ struct CheckpointTest : ::testing::Test {
   std::string path(const std::string& name) { return (dir / name).string(); }
 };
 
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
-  try {
-    f();
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
-  }
-}
+using testing::expect_error;
 
 TEST_F(CheckpointTest, RoundTripIsBitwise) {
   auto c = ModelConfig::preset("debug");

@@ -14,6 +14,7 @@
 #include "fbt/io/run_dir.h"
 #include "fbt/io/safetensors.h"
 #include "fbt/util/error.h"
+#include "expect_error.h"
 #include "temp_dir.h"
 #include "test_model_helpers.h"
 
@@ -35,14 +36,7 @@ Expected expected_of(const std::string& name) {
   return e;
 }
 
-void expect_error(const std::function<void()>& f, const std::vector<std::string>& needles) {
-  try {
-    f();
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
-  }
-}
+using testing::expect_error;
 
 TEST(HfImport, StandardLogitsEqualTransformers) {
   for (const auto& name : kNames) {

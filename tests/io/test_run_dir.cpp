@@ -1,5 +1,6 @@
-// write_file_atomic: the OS error reaches the message (issue: "cannot rename temporary file into
-// place: Success" for a directory, "cannot write file" with no cause for a missing directory).
+// Run directory files: write_file_atomic's OS errors (issue: "cannot rename temporary file into
+// place: Success" for a directory, "cannot write file" with no cause for a missing directory) and
+// metrics.jsonl truncation on resume (issue 21 items 5, 14).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -7,6 +8,8 @@
 
 #include "fbt/io/run_dir.h"
 #include "fbt/util/error.h"
+#include "cli_test_helpers.h"
+#include "expect_error.h"
 #include "temp_dir.h"
 
 namespace fbt {
@@ -42,6 +45,31 @@ TEST(WriteFileAtomic, ErrorsCarryTheOsReason) {
   std::string line;
   std::getline(in, line);
   EXPECT_EQ(line, "text");
+}
+
+TEST(RunDir, TruncateMetricsDropsLaterStepsAndCutLines) {
+  testing::TempDir tmp;
+  const auto path = (tmp.path / "metrics.jsonl").string();
+  testing::write_file(path, "{\"step\":1}\n{\"step\":2,\"val\":{}}\n{\"step\":3}\n{\"step\":4}\n{\"ste");
+  EXPECT_EQ(truncate_metrics(path, 2), 3);
+  EXPECT_EQ(testing::slurp(path), "{\"step\":1}\n{\"step\":2,\"val\":{}}\n");
+  EXPECT_EQ(truncate_metrics(path, 2), 0);  // nothing left to drop: untouched
+  EXPECT_EQ(truncate_metrics((tmp.path / "absent").string(), 2), 0);
+}
+
+// Item 14: the OS error is printed (never the "Success" of a clobbered errno), and the old file
+// survives a failed write.
+TEST(WriteFileAtomic, NamesTheOsErrorAndLeavesNoTemporary) {
+  testing::TempDir tmp;
+  const auto into_dir = testing::error_of([&] { write_file_atomic(tmp.path.string(), "x"); });  // a directory
+  EXPECT_EQ(into_dir.find("Success"), std::string::npos) << into_dir;
+  EXPECT_NE(into_dir.find("Is a directory"), std::string::npos) << into_dir;
+  const auto missing = testing::error_of([&] { write_file_atomic((tmp.path / "no" / "f.json").string(), "x"); });
+  EXPECT_NE(missing.find("No such file or directory"), std::string::npos) << missing;
+  const auto file = (tmp.path / "f.json").string();
+  write_file_atomic(file, "old");
+  EXPECT_EQ(testing::slurp(file), "old");
+  EXPECT_FALSE(fs::exists(file + ".tmp"));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "fbt/io/safetensors.h"
+#include "expect_error.h"
 #include "fbt/util/error.h"
 
 namespace fs = std::filesystem;
@@ -40,17 +41,7 @@ std::string safetensors_file(const std::string& header, const std::string& data)
   return out + header + data;
 }
 
-/// The message of the fbt::Error that `f` throws (a test failure if it throws none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const fbt::Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected fbt::Error";
-  return "";
-}
+using fbt::testing::error_of;
 
 class TensorIO : public ::testing::Test {
  protected:
