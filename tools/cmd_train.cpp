@@ -20,6 +20,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--steps", opt->steps, "Training steps (overrides train.steps)")->check(integer_range(1, kMaxCount));
   cmd->add_flag("--resume", opt->resume, "Continue the run in --out from its latest checkpoint");
   cmd->add_flag("--force", opt->force, "Replace a different run already in --out");
+  cmd->add_option("--init-from", opt->init_from,
+                  "Warm start: a checkpoint (run/step dir or model.safetensors, e.g. from fbt import) whose weights "
+                  "and model config the run starts from, with the warm-start training settings (README)");
   cmd->add_flag("--verify", opt->verify_data,
                 "Check the data shards' full sha256 against meta.json (always: token counts and a sampled hash)");
   cmd->add_option("--device", opt->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();

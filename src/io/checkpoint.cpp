@@ -18,6 +18,10 @@ void assign_weights(const TensorFile& file, const CheckpointInfo& info, FBT& mod
       throw Error(path + ": model config mismatch: " + item.key() + " is " +
                   stored.at(item.key()).dump() + " in the checkpoint but " + item.value().dump() +
                   " in the model");
+  assign_tensors(file, model, path);
+}
+
+void assign_tensors(const TensorFile& file, FBT& model, const std::string& path) {
   auto params = model->named_parameters();
   std::set<std::string> seen;
   torch::NoGradGuard no_grad;

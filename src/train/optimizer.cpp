@@ -26,6 +26,21 @@ std::vector<ParamGroup> group_parameters(FBT& model, const TrainConfig& c) {
     for (const auto& p : model->named_parameters())
       groups[p.value().dim() >= 2 ? 0 : 1].params.emplace_back(p.key(), p.value());
   }
+  if (c.fusion_lr > 0) {  // the fusion and the input norm leave the groups above for their own
+    ParamGroup fusion{"fusion", "fusion W_U/W_G and the input-norm gain (train.fusion_lr)", {}, c.fusion_lr, 0.0};
+    for (auto& g : groups) {
+      auto& ps = g.params;
+      for (auto it = ps.begin(); it != ps.end();) {
+        const bool own = it->first.rfind("fusion.", 0) == 0 || it->first == "input_norm.weight";
+        if (!own) ++it;
+        else {
+          fusion.params.push_back(std::move(*it));
+          it = ps.erase(it);
+        }
+      }
+    }
+    groups.push_back(std::move(fusion));
+  }
   std::vector<ParamGroup> nonempty;
   for (auto& g : groups)
     if (!g.params.empty()) nonempty.push_back(std::move(g));

@@ -154,6 +154,20 @@ TrainConfig TrainConfig::preset(const std::string& name) {
   return c;
 }
 
+TrainConfig TrainConfig::warm_start(int64_t context) {
+  TrainConfig c;
+  c.seq_len = std::min<int64_t>(512, context);
+  c.optimizer = OptimizerKind::AdamW;
+  c.lr = 1e-4;
+  c.weight_decay = 0.01;
+  c.fusion_lr = 1e-3;
+  c.warmup_steps = 20;
+  c.pass_schedule.phases = {{1.0, {{2, 0.88}, {3, 0.12}}}};
+  c.jitter = 0.02;
+  c.mixin_prob = 0.0;
+  return c;
+}
+
 namespace {
 int64_t cooldown_steps(const TrainConfig& c) { return std::llround(c.cooldown_fraction * double(c.steps)); }
 }  // namespace
@@ -199,6 +213,7 @@ void TrainConfig::validate() const {
   check_setting<int64_t>("train.batch_tokens", batch_tokens, 0, kMaxCount);
   check_setting("train.lr", lr, 0.0, kBig, /*lo_open=*/true);
   check_setting("train.normuon_lr", normuon_lr, 0.0, kBig, /*lo_open=*/true);
+  check_setting("train.fusion_lr", fusion_lr, 0.0, kBig);
   check_setting("train.weight_decay", weight_decay, 0.0, kBig);
   check_setting("train.normuon_weight_decay", normuon_weight_decay, 0.0, kBig);
   check_setting("train.beta1", beta1, 0.0, 1.0, false, /*hi_open=*/true);

@@ -122,6 +122,20 @@ void check_run_tokenizer(const TrainOptions& opt, const nlohmann::json& data_tok
                   " but the run has " + value.dump() + "; resume with the dataset the run was trained on");
 }
 
+/// Throws fbt::Error unless the dataset's tokenizer (meta.json "tokenizer" of --data) is the one
+/// the --init-from checkpoint records: same type, vocabulary and tokenizer model file.
+void check_init_tokenizer(const TrainOptions& opt, const nlohmann::json& data_tokenizer, const CheckpointInfo& info,
+                          const std::string& model_file) {
+  if (!info.tokenizer.is_object()) return;  // a checkpoint without a tokenizer record: vocab checked later
+  for (const char* key : {"type", "vocab_size", "model_sha256"})
+    if (info.tokenizer.contains(key) && data_tokenizer.value(key, nlohmann::json()) != info.tokenizer.at(key))
+      throw Error("--data " + opt.data_dir + ": its tokenizer's '" + key + "' is " +
+                  data_tokenizer.value(key, nlohmann::json()).dump() + " but --init-from " + model_file + " has " +
+                  info.tokenizer.at(key).dump() +
+                  "; prepare the data with the checkpoint's tokenizer (fbt prepare --tokenizer-model "
+                  "RUNDIR/tokenizer/...)");
+}
+
 /// Makes the run directory ready once the run can start: clears it with --force (or when it
 /// holds only the record of a run killed before its first checkpoint), copies the dataset's
 /// tokenizer into RUNDIR/tokenizer (a fresh run; --resume keeps the run's own).
@@ -185,6 +199,8 @@ class TrainingRun {
   std::unique_ptr<Communicator> comm_;
   RunConfig rc_;
   nlohmann::json stored_;  // RUNDIR/run.json on --resume
+  std::string init_file_;  // the --init-from model file ("" without a warm start)
+  CheckpointInfo init_info_;
   nlohmann::json tok_;     // the dataset's tokenizer description (meta.json)
   int64_t T_ = 0, accum_ = 1, local_accum_ = 1;  // sequence length; micro-batches per step, all / this rank
   std::optional<TokenShard> train_shard_, val_shard_;
@@ -219,6 +235,8 @@ TrainingRun::TrainingRun(const TrainOptions& opt, std::ostream& rank0_log)
       device_(opt.device) {
   if (opt.out_dir.empty()) throw Error("--out is required");
   if (opt.resume && opt.force) throw Error("--resume and --force exclude each other");
+  if (opt.resume && !opt.init_from.empty())
+    throw Error("--init-from starts a new run from a checkpoint and --resume continues the run in --out; give one");
   if (opt.dist.normuon != "replicate" && opt.dist.normuon != "shard")
     throw Error("--normuon-orthogonalize " + opt.dist.normuon + ": expected replicate or shard");
   if (env_.active() && device_.is_cuda() && !device_.has_index()) device_ = torch::Device(torch::kCUDA, env_.local_rank);
@@ -252,6 +270,15 @@ void TrainingRun::load_config() {
     }
     if (!opt_.sets.empty() || !opt_.config.empty())
       throw Error("--resume continues the stored config (run.json); --config and --set are not allowed");
+  } else if (!opt_.init_from.empty()) {  // warm start: the checkpoint's model, warm-start settings
+    if (!opt_.config.empty())
+      throw Error("--init-from takes the model config from the checkpoint and TrainConfig::warm_start's training "
+                  "settings; --config is not allowed with it (change settings with --set)");
+    init_file_ = resolve_checkpoint(opt_.init_from);
+    init_info_ = read_checkpoint_info(init_file_);
+    rc_.model = init_info_.config;
+    rc_.train = TrainConfig::warm_start(rc_.model.context);
+    for (const auto& s : opt_.sets) rc_.set(s);
   } else {
     rc_ = RunConfig::load(opt_.config.empty() ? "small" : opt_.config);
     for (const auto& s : opt_.sets) rc_.set(s);
@@ -267,10 +294,12 @@ void TrainingRun::open_data() {
   const auto meta = read_dataset_meta(opt_.data_dir);
   tok_ = meta.at("tokenizer");
   if (opt_.resume) check_run_tokenizer(opt_, tok_);
+  if (!init_file_.empty()) check_init_tokenizer(opt_, tok_, init_info_, init_file_);
   const int64_t vocab = tok_.at("vocab_size").get<int64_t>();
   if (rc_.model.vocab_size != vocab) {
-    if (opt_.resume) throw Error("--data " + opt_.data_dir + ": vocabulary " + std::to_string(vocab) +
-                                 " differs from the run's " + std::to_string(rc_.model.vocab_size));
+    if (opt_.resume || !init_file_.empty())
+      throw Error("--data " + opt_.data_dir + ": vocabulary " + std::to_string(vocab) + " differs from the " +
+                  (opt_.resume ? "run's " : "--init-from checkpoint's ") + std::to_string(rc_.model.vocab_size));
     log_ << "note: model.vocab_size set to " << vocab << " from " << (data_ / "meta.json").string() << "\n";
     rc_.model.vocab_size = vocab;
   }
@@ -368,6 +397,11 @@ void TrainingRun::write_run_record() {
                      {"micro_batches", accum_},
                      {"micro_batches_per_rank", local_accum_}}},
                    {"parameters", rc_.model.parameter_count()}};
+    if (!init_file_.empty())
+      run_record_["init_from"] = {{"checkpoint", fs::absolute(init_file_).lexically_normal().string()},
+                                  {"step", init_info_.step},
+                                  {"git_sha", init_info_.git_sha},
+                                  {"model_config", init_info_.config.to_json()}};
     write_file_atomic((out_ / "run.json").string(), run_record_.dump(2) + "\n");
     return;
   }
@@ -384,6 +418,11 @@ void TrainingRun::build_model() {
   const auto& tc = rc_.train;
   torch::manual_seed(tc.seed);
   model_ = FBT(rc_.model);
+  if (!init_file_.empty()) {  // warm start: every weight from the checkpoint, the optimiser fresh
+    assign_tensors(load_tensors(init_file_), model_, init_file_);
+    log_ << "initialised from " << init_file_ << " (step " << init_info_.step
+         << "): its weights (fusion included), a fresh optimiser state\n";
+  }
   model_->to(device_);
   model_->train();
   optimizer_ = std::make_unique<TrainingOptimizer>(model_, tc);

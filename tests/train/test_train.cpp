@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "fbt/data/prepare.h"
+#include "fbt/io/checkpoint.h"
+#include "fbt/io/run_dir.h"
 #include "fbt/train/train_config.h"
 #include "fbt/train/trainer.h"
 #include "fbt/util/error.h"
@@ -339,6 +341,88 @@ TEST_F(TrainRun, ResumeRefusesAnotherConfigAndAReachedTotal) {
   }
   std::ifstream record(dir / "run" / "run.json");
   EXPECT_FALSE(nlohmann::json::parse(record).contains("resumes"));  // the record is untouched
+}
+
+// A warm start (--init-from) begins from the checkpoint's weights with a fresh optimiser: with a
+// learning rate of 1e-12 one step leaves every weight where the source run left it (a model that
+// was not loaded would hold the seed's initial weights, which the source's 3 NorMuon steps moved
+// by O(1e-2)); the optimiser's step counters restart at 1; run.json names the checkpoint.
+TEST_F(TrainRun, WarmStartBeginsFromTheCheckpointWithAFreshOptimiser) {
+  auto src = debug_run("source", 3, {kSinglePass, "train.eval_tokens=1024", "train.eval_every=0", "train.warmup_steps=0"});
+  std::ostringstream log;
+  run_training(src, log);
+  TrainOptions w;
+  w.data_dir = src.data_dir;
+  w.out_dir = (dir / "warm").string();
+  w.init_from = src.out_dir;
+  w.steps = 1;
+  w.sets = {"train.lr=1e-12", "train.fusion_lr=1e-12", "train.batch_size=2", "train.eval_tokens=1024",
+            "train.warmup_steps=0"};
+  run_training(w, log);
+  CheckpointInfo info;
+  auto source = load_model(resolve_checkpoint(src.out_dir));
+  auto warm = load_model((dir / "warm" / "step-0000001" / "model.safetensors").string(), &info);
+  torch::manual_seed(1337);
+  FBT fresh(info.config);  // the initial weights a run with the same seed starts from
+  const auto source_params = source->named_parameters(), fresh_params = fresh->named_parameters();
+  double moved = 0;
+  for (const auto& p : warm->named_parameters()) {
+    const auto& s = source_params[p.key()];
+    EXPECT_LT((p.value() - s).abs().max().item<double>(), 1e-6) << p.key();
+    moved = std::max(moved, (fresh_params[p.key()] - s).abs().max().item<double>());
+  }
+  EXPECT_GT(moved, 1e-3);  // the source's training moved its weights away from the seed's
+  const auto optimizer = load_tensors((dir / "warm" / "step-0000001" / "optimizer.safetensors").string());
+  int64_t counters = 0;
+  for (const auto& [name, t] : optimizer.tensors)
+    if (name.size() > 5 && name.substr(name.size() - 5) == ".step") {
+      EXPECT_EQ(t.item<int64_t>(), 1) << name;
+      ++counters;
+    }
+  EXPECT_GT(counters, 0);
+  std::ifstream record(dir / "warm" / "run.json");
+  const auto j = nlohmann::json::parse(record);
+  EXPECT_EQ(j.at("init_from").at("checkpoint").get<std::string>(),
+            fs::absolute(resolve_checkpoint(src.out_dir)).lexically_normal().string());
+  EXPECT_EQ(j.at("init_from").at("step").get<int64_t>(), 3);
+  EXPECT_EQ(j.at("config").at("train").at("optimizer").get<std::string>(), "adamw");  // warm_start's
+  EXPECT_EQ(j.at("config").at("train").at("mixin_prob").get<double>(), 0.0);
+}
+
+// A warm start's bad inputs are errors naming what to fix, before anything is written.
+TEST_F(TrainRun, WarmStartRefusesResumeConfigAndOtherShapes) {
+  auto src = debug_run("source", 1, {"train.eval_tokens=1024", "train.eval_every=0"});
+  std::ostringstream log;
+  run_training(src, log);
+  const auto expect_error = [&](TrainOptions o, const std::string& needle) {
+    try {
+      run_training(o, log);
+      ADD_FAILURE() << "no error; expected one containing: " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(dir / "warm")) << needle;
+  };
+  TrainOptions w;
+  w.data_dir = src.data_dir;
+  w.out_dir = (dir / "warm").string();
+  w.init_from = src.out_dir;
+  w.steps = 1;
+  auto o = w;
+  o.resume = true;
+  expect_error(o, "--init-from starts a new run");
+  o = w;
+  o.config = "debug";
+  expect_error(o, "--config is not allowed");
+  o = w;
+  o.sets = {"model.d_ff=96"};
+  expect_error(o, "has shape");
+  o = w;
+  o.sets = {"model.vocab_size=300"};
+  expect_error(o, "differs from the --init-from checkpoint's 300");
+  o = w;
+  o.init_from = (dir / "nothing").string();
+  expect_error(o, (dir / "nothing").string());
 }
 
 TEST_F(TrainRun, RefusesToOverwriteADifferentRun) {

@@ -36,6 +36,13 @@ CheckpointInfo checkpoint_info_from_metadata(const nlohmann::json& metadata, con
 /// and the first mismatch. load_weights is this after load_tensors.
 void assign_weights(const TensorFile& file, const CheckpointInfo& info, FBT& model, const std::string& path);
 
+/// assign_weights without the config check, for a model whose config may differ from the
+/// checkpoint's in settings that do not change a tensor (a warm start with a longer context or
+/// another RoPE θ): every parameter must be in `file` with its shape and `file` must hold
+/// nothing else; throws fbt::Error naming `path` and the first tensor that is missing,
+/// unexpected or of another shape.
+void assign_tensors(const TensorFile& file, FBT& model, const std::string& path);
+
 /// Reads only the metadata of a checkpoint (validating the whole file). Throws fbt::Error
 /// naming `path` for a missing, truncated or corrupted file or an unknown format version.
 CheckpointInfo read_checkpoint_info(const std::string& path);

@@ -29,8 +29,9 @@ struct ParamGroup {
 ///   "adam":    everything else — embedding and head, every RMSNorm gain and (Llama family)
 ///              attention bias; lr = lr, wd 0.
 /// optimizer = adamw: "adamw_decay" (every parameter with ≥ 2 dims, wd = weight_decay) and
-/// "adamw_no_decay" (1-D gains), both lr = lr. Every parameter is in exactly one group; empty
-/// groups are dropped.
+/// "adamw_no_decay" (1-D gains), both lr = lr. With fusion_lr > 0 (warm starts), "fusion" (Adam,
+/// lr = fusion_lr, wd 0) takes the fusion's W_U, W_G and the input-norm gain out of the groups
+/// above. Every parameter is in exactly one group; empty groups are dropped.
 std::vector<ParamGroup> group_parameters(FBT& model, const TrainConfig& config);
 
 /// The optimiser of a training run over group_parameters(model, config).

@@ -76,6 +76,9 @@ struct TrainConfig {
   double adam_eps = 1e-10;
   double weight_decay = 0.1;     ///< AdamW only (matrices); Adam in the normuon recipe has none
   double normuon_lr = 1e-2;      ///< peak lr of NorMuon
+  double fusion_lr = 0.0;        ///< > 0: the fusion (W_U, W_G) and the input-norm gain form their own
+                                 ///< Adam group with this peak lr and no weight decay; 0: they stay
+                                 ///< in the recipe's groups (warm starts give the new weights more)
   double normuon_weight_decay = 0.01;
   double normuon_momentum = 0.95;
   double normuon_beta2 = 0.95;
@@ -115,6 +118,7 @@ struct TrainConfig {
     f("adam_eps", adam_eps);
     f("weight_decay", weight_decay);
     f("normuon_lr", normuon_lr);
+    f("fusion_lr", fusion_lr);
     f("normuon_weight_decay", normuon_weight_decay);
     f("normuon_momentum", normuon_momentum);
     f("normuon_beta2", normuon_beta2);
@@ -149,6 +153,18 @@ struct TrainConfig {
   /// of 8192 nearest 300K) per step by accumulation, 339,085 steps (100B tokens). Throws
   /// fbt::Error for an unknown name.
   static TrainConfig preset(const std::string& name);
+
+  /// Training settings of a warm start (`fbt train --init-from`): continued training of a
+  /// pretrained model (SPEC §5 "switch feedback on late", from a standard checkpoint as the
+  /// first author's reproduction does) with the feedback phase of the recipe from step 0:
+  /// K=2 (0.88) / K=3 (0.12) on every step, jitter 0.02, prefix mixin off (the reproduction's
+  /// choice); AdamW at lr 1e-4 with weight decay 0.01 for the pretrained weights (a fine-tuning
+  /// lr, a small fraction of the 1e-3–3e-3 peaks such models are pretrained with: NorMuon's
+  /// fixed-size updates and pretraining lrs would move them far from the checkpoint before
+  /// the fusion is useful), and a separate Adam group at fusion_lr 1e-3 for the fusion and the
+  /// input norm (new weights, kept apart as the reproduction does); 20 warmup steps, WSD with
+  /// the usual 25% cooldown; 200 steps of 8 sequences of min(512, `context`) tokens.
+  static TrainConfig warm_start(int64_t context);
 
   /// Multiplier of every group's peak lr at 0-based `step` (SPEC §6). Warmup: (step+1)/W for
   /// step < W. WSD: 1 until the cooldown start S = steps − C, C = round(cooldown_fraction ·

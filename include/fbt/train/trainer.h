@@ -20,6 +20,9 @@ struct TrainOptions {
   std::string out_dir;              ///< the run directory (layout in run_dir.h)
   int64_t steps = 0;                ///< overrides train.steps when > 0
   bool resume = false;              ///< continue from RUNDIR/latest
+  std::string init_from;            ///< warm start: a checkpoint (model.safetensors, step or run
+                                    ///< directory) whose weights and model config a new run starts
+                                    ///< from, with TrainConfig::warm_start's settings + `sets`
   bool force = false;               ///< replace a different run already in out_dir
   bool verify_data = false;         ///< check the shards' full sha256 against meta.json (open_split)
   std::string device = "cpu";       ///< "cpu" or "cuda" (`fbt train --device auto` resolves to one) (a data-parallel rank takes cuda:LOCAL_RANK)
@@ -57,6 +60,11 @@ struct TrainResult {
 /// identical on every rank. Rank 0 alone logs, validates and writes the run directory; resume
 /// needs the same world size and RUNDIR readable by every rank. A dead or stuck peer makes the
 /// others throw within dist.timeout_s.
+/// Warm start (`init_from`): the model config is the checkpoint's (with `model.*` sets on top,
+/// e.g. a longer context), the training settings TrainConfig::warm_start's (with `train.*`
+/// sets), the weights the checkpoint's (fusion included: an import sets them by its rule,
+/// hf_import.h) and the optimiser state fresh; the dataset's tokenizer must be the checkpoint's.
+/// run.json records the checkpoint under `init_from`; --resume continues such a run as any other.
 /// Throws fbt::Error for bad input: unknown config keys, missing data, a run directory that
 /// holds a different run (without resume/force), a resume whose config or world size differs,
 /// micro-batches per step not divisible by WORLD_SIZE, bad WORLD_SIZE/RANK/MASTER_* variables.
