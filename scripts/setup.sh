@@ -42,4 +42,7 @@ if [ "$have" != "$want" ]; then
   [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
   "$venv/bin/pip" install -q -r scripts/requirements-torch2.txt
 fi
+# The libraries the cross-checks compare with (scripts/requirements-check.txt): transformers, ...
+"$venv/bin/python" -c 'import transformers, tokenizers, safetensors, gguf, accelerate' 2>/dev/null ||
+  "$venv/bin/pip" install -q -r scripts/requirements-check.txt
 "$venv/bin/python" -c 'import torch; print("PyTorch", torch.__version__, "CUDA", torch.version.cuda, "in '"$venv"'")'

@@ -15,5 +15,6 @@ void add_eval_probe_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_import_command(CLI::App& app);
+void add_export_command(CLI::App& app);
 
 }  // namespace fbt::cli

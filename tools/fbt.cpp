@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   fbt::cli::add_train_command(app);
   fbt::cli::add_bench_command(app);
   fbt::cli::add_import_command(app);
+  fbt::cli::add_export_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

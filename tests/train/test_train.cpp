@@ -13,6 +13,7 @@
 #include "fbt/train/train_config.h"
 #include "fbt/train/trainer.h"
 #include "fbt/util/error.h"
+#include "expect_error.h"
 #include "metrics_lines.h"
 #include "temp_dir.h"
 #include "shared_data.h"
@@ -394,13 +395,8 @@ TEST_F(TrainRun, WarmStartRefusesResumeConfigAndOtherShapes) {
   auto src = debug_run("source", 1, {"train.eval_tokens=1024", "train.eval_every=0"});
   std::ostringstream log;
   run_training(src, log);
-  const auto expect_error = [&](TrainOptions o, const std::string& needle) {
-    try {
-      run_training(o, log);
-      ADD_FAILURE() << "no error; expected one containing: " << needle;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
+  const auto expect_error = [&](const TrainOptions& o, const std::string& needle) {
+    testing::expect_error([&] { run_training(o, log); }, {needle});
     EXPECT_FALSE(fs::exists(dir / "warm")) << needle;
   };
   TrainOptions w;
