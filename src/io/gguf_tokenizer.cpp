@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "fbt/util/error.h"
+#include "fbt/util/json_fields.h"
 
 namespace fbt {
 namespace {
@@ -114,7 +115,9 @@ HfTokenizerFiles hf_tokenizer_from_gguf(const GgufFile& f) {
   for (size_t id = 0; id < tokens.size(); ++id) vocab[tokens[id]] = id;
   if (vocab.size() != tokens.size()) throw Error(origin + ": metadata 'tokenizer.ggml.tokens' holds a token twice");
   const json bos = special_token(f, "tokenizer.ggml.bos_token_id", tokens);
-  const bool add_bos = f.metadata.value("tokenizer.ggml.add_bos_token", false);
+  bool add_bos = false;
+  if (f.metadata.contains("tokenizer.ggml.add_bos_token"))
+    read_field(f.metadata.at("tokenizer.ggml.add_bos_token"), origin + ": metadata 'tokenizer.ggml.add_bos_token'", add_bos);
   json post = nullptr;
   if (add_bos && bos.is_string())
     post = {{"type", "TemplateProcessing"},
