@@ -39,6 +39,11 @@ def write(path, text):
         f.write(text)
 
 
+def write_bytes(path, data):
+    with open(os.path.join(ROOT, path), "wb") as f:
+        f.write(data)
+
+
 def build_fixture():
     words = "the a cat dog sat on mat ran far away under tree with big small red blue house".split()
     state = 1
@@ -141,6 +146,7 @@ RESUME = ["train", "--data", "data", "--resume", "--steps", "6", "--out"]
 
 
 HF_FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "hf", "llama_tied")
+GGUF_FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "gguf", "llama_tied_f32.gguf")
 SMALL = ["--preset", "debug", "--contexts", "8", "--new-tokens", "8"]  # fits the 64-token context
 
 
@@ -367,7 +373,15 @@ def cases():
     add("bench-results-dir-is-file", ["bench", *SMALL, "--tests", "train", "--results-dir", "prompt.txt"],
         "prompt.txt")
     # import (issue 17): the HF fixture of tests/fixtures/hf; nothing is written on bad input
-    add("import-from-gguf", ["import", "--from", "gguf", HF_FIXTURE, "--out", "i1"], "--from")
+    add("import-from-onnx", ["import", "--from", "onnx", HF_FIXTURE, "--out", "i1"], "--from")
+    add("import-gguf-is-dir", ["import", "--from", "gguf", HF_FIXTURE, "--out", "i6"], [HF_FIXTURE, "not a file"])
+    add("import-gguf-bad-magic", ["import", "--from", "gguf", "prompt.txt", "--out", "i7"], ["prompt.txt", "not a GGUF file"])
+    add("import-gguf-truncated", ["import", "--from", "gguf", "cut.gguf", "--out", "i8"], ["cut.gguf", "truncated"],
+        setup=lambda: write_bytes("cut.gguf", open(GGUF_FIXTURE, "rb").read()[:5000]))
+    add("import-gguf-unsupported-arch", ["import", "--from", "gguf", "gemma.gguf", "--out", "i9"],
+        ["gemma.gguf", "architecture \"gemma\"", "llama, qwen2, qwen3"],
+        setup=lambda: write_bytes("gemma.gguf", open(GGUF_FIXTURE, "rb").read().replace(
+            b"\x05" + b"\0" * 7 + b"llama", b"\x05" + b"\0" * 7 + b"gemma", 1)))
     add("import-missing-dir", ["import", "--from", "hf", "nohf", "--out", "i2"], "nohf")
     add("import-no-config", ["import", "--from", "hf", "corpus", "--out", "i3"], "config.json")
     add("import-unsupported-model-type", ["import", "--from", "hf", "gpt2", "--out", "i4"],

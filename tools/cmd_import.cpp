@@ -1,8 +1,10 @@
-// `fbt import --from hf DIR --out RUNDIR`: a Hugging Face Llama/Qwen2/Qwen3 model as an fbt run.
+// `fbt import --from hf DIR | --from gguf FILE --out RUNDIR`: a Hugging Face or GGUF
+// Llama/Qwen2/Qwen3 model as an fbt run.
 #include <iostream>
 #include <memory>
 
 #include "commands.h"
+#include "fbt/io/gguf_import.h"
 #include "fbt/io/hf_import.h"
 #include "fbt/io/run_dir.h"
 
@@ -10,36 +12,44 @@ namespace fbt::cli {
 namespace {
 
 struct ImportArgs {
-  std::string from = "hf", dir, out, fusion = "glu";
+  std::string from = "hf", source, out, fusion = "glu";
   HfImportOptions options;
 };
 
 void run_import(const ImportArgs& a) {
   auto o = a.options;
   o.fusion = enum_from_string<Fusion>(a.fusion, "--fusion");
-  const auto imported = import_hf_model(a.dir, o);  // everything is read and checked before --out is touched
+  // Everything is read and checked before --out is touched.
+  const auto imported = a.from == "gguf" ? import_gguf_model(a.source, o) : import_hf_model(a.source, o);
   write_imported_run(imported, a.out);
   const auto& c = imported.model->config();
-  std::cout << "imported " << imported.source.at("model_type").get<std::string>() << " model " << a.dir << " ("
-            << c.parameter_count() << " parameters with the fusion; L=" << c.n_layers << " D=" << c.d_model
-            << " H=" << c.n_heads << " Hkv=" << c.n_kv_heads << " V=" << c.vocab_size << " context " << c.context
-            << ") -> " << a.out << "/" << step_dir_name(0) << "\n"
-            << "model config: " << c.to_json().dump() << "\n"
-            << "note: the tokenizer is not imported yet (" << a.out
-            << "/tokenizer/meta.json records type \"" << kHfPendingTokenizer
-            << "\"); generate and eval stop with an error until it is\n";
+  const auto kind = imported.source.value("model_type", imported.source.value("architecture", std::string()));
+  std::cout << "imported " << kind << " model " << a.source << " (" << c.parameter_count()
+            << " parameters with the fusion; L=" << c.n_layers << " D=" << c.d_model << " H=" << c.n_heads
+            << " Hkv=" << c.n_kv_heads << " V=" << c.vocab_size << " context " << c.context << ") -> " << a.out << "/"
+            << step_dir_name(0) << "\n"
+            << "model config: " << c.to_json().dump() << "\n";
+  if (imported.source.contains("tensor_types")) std::cout << "tensor types: " << imported.source.at("tensor_types").dump() << "\n";
+  if (!imported.hf_tokenizer.is_null())
+    std::cout << "tokenizer: written as " << a.out << "/tokenizer/tokenizer.json and tokenizer_config.json\n";
+  std::cout << "note: fbt does not read imported tokenizers yet (" << a.out << "/tokenizer/meta.json records type \""
+            << kHfPendingTokenizer << "\"); generate and eval stop with an error until it does\n";
 }
 
 }  // namespace
 
 void add_import_command(CLI::App& app) {
   auto a = std::make_shared<ImportArgs>();
-  CLI::App* cmd = app.add_subcommand("import", "Import a pretrained model (Hugging Face Llama, Qwen2, Qwen3) as an fbt run directory");
-  cmd->add_option("--from", a->from, "Source format")->check(CLI::IsMember({"hf"}))->capture_default_str();
-  cmd->add_option("dir", a->dir, "Model directory: config.json + model.safetensors (or a sharded index)")->required();
+  CLI::App* cmd = app.add_subcommand("import", "Import a pretrained model (Hugging Face or GGUF Llama, Qwen2, Qwen3) as an fbt run directory");
+  cmd->add_option("--from", a->from, "Source format: hf (a model directory) or gguf (a .gguf file)")
+      ->check(CLI::IsMember({"hf", "gguf"}))->capture_default_str();
+  cmd->add_option("source", a->source,
+                  "hf: model directory (config.json + model.safetensors or a sharded index); gguf: the .gguf file")
+      ->required();
   cmd->add_option("--out", a->out, "Run directory to create (must not exist, or be empty)")->required();
   cmd->add_option("--fusion", a->fusion, "Fusion on top of the imported stack: glu or glu_plus_token")->capture_default_str();
-  cmd->add_option("--context", a->options.context, "Model context in tokens (0: config.json max_position_embeddings)")
+  cmd->add_option("--context", a->options.context,
+                  "Model context in tokens (0: config.json max_position_embeddings or GGUF ARCH.context_length)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--gate-init-std", a->options.fusion_gate_init_std, "Std of the fusion gate W_G at init")
       ->check(CLI::NonNegativeNumber)->capture_default_str();

@@ -85,6 +85,16 @@ std::map<std::string, fs::path> weight_files(const fs::path& dir) {
 
 }  // namespace
 
+nlohmann::json pending_tokenizer(int64_t vocab_size, const nlohmann::json& bos_id, const nlohmann::json& eos_id,
+                                 const nlohmann::json& pad_id) {
+  return {{"type", kHfPendingTokenizer},
+          {"vocab_size", vocab_size},
+          {"bos_id", bos_id},
+          {"eos_id", eos_id},
+          {"pad_id", pad_id},
+          {"missing", "the Hugging Face tokenizer (tokenizer.json / tokenizer.model) is not imported yet"}};
+}
+
 std::vector<std::string> hf_supported_model_types() { return {"llama", "qwen2", "qwen3"}; }
 
 ModelConfig hf_model_config(const nlohmann::json& hf, const std::string& origin, const HfImportOptions& options) {
@@ -163,63 +173,49 @@ HfImport import_hf_model(const std::string& dir_in, const HfImportOptions& optio
   const auto hf = read_json_file(config_path);
   const auto config = hf_model_config(hf, "'" + config_path.string() + "'", options);
 
-  // Every fbt parameter HF has, by HF name; the fusion and input norm are initialised below.
-  torch::manual_seed(options.seed);  // W_G's draw (the constructor's init)
-  HfImport out;
-  out.model = FBT(config);
-  auto params = out.model->named_parameters();
-  std::map<std::string, std::string> wanted;  // HF name -> fbt name
-  for (const auto& p : params)
-    if (auto hf_name = hf_tensor_name(p.key()); !hf_name.empty()) wanted[hf_name] = p.key();
-
   const auto files = weight_files(dir);
-  std::set<fs::path> to_read;
-  for (const auto& [name, file] : files) to_read.insert(file);
-  std::set<std::string> loaded;
   std::set<std::string> dtypes;  // stored dtypes, for the record
   nlohmann::json file_names = nlohmann::json::array();
-  torch::NoGradGuard no_grad;
-  for (const auto& file : to_read) {
-    file_names.push_back(file.filename().string());
-    for (const auto& [name, tensor] : load_foreign_tensors(file.string()).tensors) {
-      const auto it = wanted.find(name);
-      if (it == wanted.end()) {
-        // Buffers older transformers saved, and the tied head some writers store anyway.
-        if (name.find("rotary_emb.inv_freq") != std::string::npos || (config.tie_embeddings && name == "lm_head.weight"))
-          continue;
-        throw Error("'" + file.string() + "': unexpected tensor '" + name + "' (not part of a " +
-                    hf.at("model_type").get<std::string>() + " model with this config.json)");
+  HfImport out;
+  out.model = build_imported_model(config, options, [&](ImportParams& params) {
+    std::map<std::string, std::string> wanted;  // HF name -> fbt name
+    for (const auto& p : params)
+      if (auto hf_name = hf_tensor_name(p.key()); !hf_name.empty()) wanted[hf_name] = p.key();
+    std::set<fs::path> to_read;
+    for (const auto& [name, file] : files) to_read.insert(file);
+    std::set<std::string> loaded;
+    for (const auto& file : to_read) {
+      file_names.push_back(file.filename().string());
+      for (const auto& [name, tensor] : load_foreign_tensors(file.string()).tensors) {
+        const auto it = wanted.find(name);
+        if (it == wanted.end()) {
+          // Buffers older transformers saved, and the tied head some writers store anyway.
+          if (name.find("rotary_emb.inv_freq") != std::string::npos || (config.tie_embeddings && name == "lm_head.weight"))
+            continue;
+          throw Error("'" + file.string() + "': unexpected tensor '" + name + "' (not part of a " +
+                      hf.at("model_type").get<std::string>() + " model with this config.json)");
+        }
+        auto& p = params[it->second];
+        if (p.sizes() != tensor.sizes())
+          throw Error("'" + file.string() + "': tensor '" + name + "' has shape " + c10::str(tensor.sizes()) +
+                      " but config.json implies " + c10::str(p.sizes()));
+        if (!tensor.is_floating_point())
+          throw Error("'" + file.string() + "': tensor '" + name + "' has non-float dtype " + c10::str(tensor.scalar_type()));
+        p.copy_(tensor.to(torch::kFloat));  // BF16 / F16 / F32 -> fp32
+        dtypes.insert(c10::toString(tensor.scalar_type()));
+        loaded.insert(name);
       }
-      auto& p = params[it->second];
-      if (p.sizes() != tensor.sizes())
-        throw Error("'" + file.string() + "': tensor '" + name + "' has shape " + c10::str(tensor.sizes()) +
-                    " but config.json implies " + c10::str(p.sizes()));
-      if (!tensor.is_floating_point())
-        throw Error("'" + file.string() + "': tensor '" + name + "' has non-float dtype " + c10::str(tensor.scalar_type()));
-      p.copy_(tensor.to(torch::kFloat));  // BF16 / F16 / F32 -> fp32
-      dtypes.insert(c10::toString(tensor.scalar_type()));
-      loaded.insert(name);
     }
-  }
-  for (const auto& [hf_name, fbt_name] : wanted)
-    if (!loaded.count(hf_name))
-      throw Error("'" + dir_in + "': missing tensor '" + hf_name + "' (for fbt parameter '" + fbt_name + "')");
-
-  // The fusion rule (SPEC §4 init, see hf_import.h): W_U = I and W_G ~ N(0, σ_G) are the
-  // constructor's; the input norm's gain is set from the embedding table just loaded.
-  out.model->match_input_norm_to_embedding();
-  out.model->eval();
+    for (const auto& [hf_name, fbt_name] : wanted)
+      if (!loaded.count(hf_name))
+        throw Error("'" + dir_in + "': missing tensor '" + hf_name + "' (for fbt parameter '" + fbt_name + "')");
+  });
 
   const auto id = [&](const char* key) {
     const auto v = hf.contains(key) ? hf.at(key) : nlohmann::json();
     return v.is_null() ? nlohmann::json(-1) : v;
   };
-  out.tokenizer = {{"type", kHfPendingTokenizer},
-                   {"vocab_size", config.vocab_size},
-                   {"bos_id", id("bos_token_id")},
-                   {"eos_id", id("eos_token_id")},
-                   {"pad_id", id("pad_token_id")},
-                   {"missing", "the Hugging Face tokenizer (tokenizer.json / tokenizer.model) is not imported yet"}};
+  out.tokenizer = pending_tokenizer(config.vocab_size, id("bos_token_id"), id("eos_token_id"), id("pad_token_id"));
   out.source = {{"format", "hf"},
                 {"directory", fs::absolute(dir).lexically_normal().string()},
                 {"model_type", hf.at("model_type")},
@@ -228,9 +224,29 @@ HfImport import_hf_model(const std::string& dir_in, const HfImportOptions& optio
                 {"weight_files", file_names},
                 {"weight_dtypes", dtypes},
                 {"transformers_version", hf.value("transformers_version", "")},
-                {"fusion_init", {{"w_u", "identity"}, {"w_g_std", options.fusion_gate_init_std}, {"seed", options.seed},
-                                 {"input_norm", "per-dimension RMS of the embedding table"}}}};
+                {"fusion_init", fusion_init_record(options)}};
   return out;
+}
+
+FBT build_imported_model(const ModelConfig& config, const HfImportOptions& options,
+                         const std::function<void(ImportParams& params)>& fill) {
+  torch::manual_seed(options.seed);  // W_G's draw (the constructor's init)
+  FBT model(config);
+  auto params = model->named_parameters();
+  {
+    torch::NoGradGuard no_grad;
+    fill(params);
+  }
+  // The fusion rule (SPEC §4 init, see hf_import.h): W_U = I and W_G ~ N(0, σ_G) are the
+  // constructor's; the input norm's gain is set from the embedding table just loaded.
+  model->match_input_norm_to_embedding();
+  model->eval();
+  return model;
+}
+
+nlohmann::json fusion_init_record(const HfImportOptions& options) {
+  return {{"w_u", "identity"}, {"w_g_std", options.fusion_gate_init_std}, {"seed", options.seed},
+          {"input_norm", "per-dimension RMS of the embedding table"}};
 }
 
 void write_imported_run(const HfImport& imported, const std::string& run_dir) {
@@ -244,6 +260,11 @@ void write_imported_run(const HfImport& imported, const std::string& run_dir) {
   save_model((step_dir / "model.safetensors").string(), model, imported.tokenizer, 0);
   write_file_atomic((out / "tokenizer" / "meta.json").string(),
                     nlohmann::json{{"tokenizer", imported.tokenizer}}.dump(2) + "\n");
+  // MERGE NOTE (issue 17): stands in for the tokenizer work's write_hf_tokenizer_dir; replace by it.
+  if (!imported.hf_tokenizer.is_null()) {
+    write_file_atomic((out / "tokenizer" / "tokenizer.json").string(), imported.hf_tokenizer.dump(2) + "\n");
+    write_file_atomic((out / "tokenizer" / "tokenizer_config.json").string(), imported.hf_tokenizer_config.dump(2) + "\n");
+  }
   const nlohmann::json record = {{"tool", "fbt import"},
                                  {"config", {{"model", model->config().to_json()}}},
                                  {"imported_from", imported.source},

@@ -1,6 +1,6 @@
-// `fbt import --from hf` end to end through the CLI binary on a transformers fixture
-// (tests/fixtures/hf): the run directory it writes, and the errors of the commands that need the
-// tokenizer it does not import yet.
+// `fbt import --from hf|gguf` end to end through the CLI binary on the transformers and GGUF
+// fixtures (tests/fixtures/hf, tests/fixtures/gguf): the run directory it writes, and the errors
+// of the commands that need the tokenizer it does not import yet.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -41,6 +41,30 @@ TEST(ImportCli, WritesARunThatLoadsAndNamesTheMissingTokenizer) {
   r = testing::run_cli(tmp.path, "import --from hf " + kFixture.string() + " --out " + run.string());
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find("error: --out '" + run.string() + "' already exists"), std::string::npos) << r.err;
+}
+
+TEST(ImportCli, FromGgufWritesTheRunAndTheTokenizerFiles) {
+  testing::TempDir tmp;
+  const auto gguf = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "gguf" / "llama_tied_f32.gguf";
+  const auto run = tmp.path / "run";
+  auto r = testing::run_cli(tmp.path, "import --from gguf " + gguf.string() + " --out " + run.string());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("imported llama model"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tensor types: {\"F32\":20}"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::is_regular_file(run / "step-0000000" / "model.safetensors"));
+  EXPECT_TRUE(fs::is_regular_file(run / "tokenizer" / "tokenizer.json"));
+  const auto record = testing::slurp(run / "run.json");
+  EXPECT_NE(record.find("\"sha256_sampled\""), std::string::npos);
+
+  // A directory where a file is expected, and a file that is not GGUF: named, nothing written.
+  const auto bad = tmp.path / "bad.gguf";
+  testing::write_file(bad, "GGML not a gguf file");
+  for (const auto& src : {kFixture, bad}) {
+    r = testing::run_cli(tmp.path, "import --from gguf " + src.string() + " --out " + (tmp.path / "r2").string());
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.err.find("error: '" + src.string() + "'"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(tmp.path / "r2"));
+  }
 }
 
 TEST(ImportCli, UnsupportedModelTypeFailsBeforeWriting) {

@@ -2,6 +2,7 @@
 // Qwen3ForCausalLM) into an fbt model with the Llama block, and writing it as an fbt run directory.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,11 @@ namespace fbt {
 /// tokenizer/meta.json and the checkpoint say so, and every command that needs the tokenizer
 /// stops with an error saying tokenizer import is not implemented yet.
 inline constexpr const char* kHfPendingTokenizer = "hf-pending";
+
+/// The tokenizer block of an import while it is pending: {"type": "hf-pending", "vocab_size",
+/// "bos_id", "eos_id", "pad_id" (ids or -1 / null), "missing"}.
+nlohmann::json pending_tokenizer(int64_t vocab_size, const nlohmann::json& bos_id, const nlohmann::json& eos_id,
+                                 const nlohmann::json& pad_id);
 
 /// The config.json model_type values import_hf_model reads: "llama", "qwen2", "qwen3".
 std::vector<std::string> hf_supported_model_types();
@@ -46,12 +52,30 @@ ModelConfig hf_model_config(const nlohmann::json& hf, const std::string& origin,
 /// (modeling_llama.py's module names).
 std::string hf_tensor_name(const std::string& fbt_name);
 
-/// An imported model and what the run directory records about it.
+/// An imported model (from HF or GGUF, gguf_import.h) and what the run directory records about it.
 struct HfImport {
   FBT model{nullptr};        ///< fp32, CPU, eval mode
   nlohmann::json tokenizer;  ///< {"type": "hf-pending", "vocab_size", "bos_id", "eos_id", "missing"}
-  nlohmann::json source;     ///< provenance: directory, model_type, architectures, files, dtypes
+  nlohmann::json source;     ///< provenance: directory or file, model_type/architecture, files, dtypes
+  // The tokenizer as Hugging Face files (the GGUF import synthesizes them; null when not known).
+  // Names agreed with the tokenizer-import work (/work/tok), which writes them with
+  // write_hf_tokenizer_dir; until that is merged write_imported_run writes them itself.
+  nlohmann::json hf_tokenizer;         ///< an HF tokenizer.json object
+  nlohmann::json hf_tokenizer_config;  ///< tokenizer_config.json: bos_token, eos_token, pad_token, add_bos_token, chat_template
 };
+
+/// The fbt parameters of an importer, by fbt name (FBT::named_parameters()).
+using ImportParams = torch::OrderedDict<std::string, torch::Tensor>;
+
+/// The part every importer shares: an FBT of `config` whose fusion starts as SPEC §4 says (W_U =
+/// I, W_G ~ N(0, options.fusion_gate_init_std) drawn with options.seed), whose imported parameters
+/// `fill` copies in (under NoGradGuard), and whose input norm's gain is then the per-dimension
+/// RMS of the embedding table (FBT::match_input_norm_to_embedding). Returned in eval mode.
+FBT build_imported_model(const ModelConfig& config, const HfImportOptions& options,
+                         const std::function<void(ImportParams& params)>& fill);
+
+/// The run.json record of that fusion init ("fusion_init" of the import's provenance).
+nlohmann::json fusion_init_record(const HfImportOptions& options);
 
 /// Reads DIR/config.json and DIR/model.safetensors or the shards listed by
 /// DIR/model.safetensors.index.json (BF16/F16/F32 tensors, converted to fp32), and builds the
@@ -66,7 +90,8 @@ HfImport import_hf_model(const std::string& dir, const HfImportOptions& options 
 
 /// Writes `imported` as an fbt run directory (run_dir.h): RUNDIR/step-0000000/model.safetensors
 /// (save_model, step 0), RUNDIR/latest, RUNDIR/tokenizer/meta.json (the hf-pending tokenizer
-/// block) and RUNDIR/run.json (config and provenance). RUNDIR must not exist or be empty;
+/// block), RUNDIR/tokenizer/tokenizer.json and tokenizer_config.json when hf_tokenizer is set,
+/// and RUNDIR/run.json (config and provenance). RUNDIR must not exist or be empty;
 /// otherwise fbt::Error naming it, before anything is written.
 void write_imported_run(const HfImport& imported, const std::string& run_dir);
 

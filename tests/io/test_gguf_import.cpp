@@ -1,0 +1,148 @@
+// GGUF import (issue 17): the tiny GGUF files of tests/fixtures/gguf (F32, Q8_0, Q4_0, Q4_1 of the
+// HF fixtures, written like llama.cpp's converter) give transformers' logits of the same files in
+// fbt's standard mode; the llama q/k un-permutation restores the HF weights exactly; the
+// tokenizer becomes HF files; unsupported architectures and tokenizers are named.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "cli_test_helpers.h"
+#include "expect_error.h"
+#include "fbt/io/gguf_import.h"
+#include "fbt/io/gguf_tokenizer.h"
+#include "fbt/io/safetensors.h"
+#include "temp_dir.h"
+#include "test_model_helpers.h"
+
+namespace fbt {
+namespace {
+namespace fs = std::filesystem;
+using testing::expect_error;
+
+const fs::path kFixtures = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "gguf";
+const std::vector<std::string> kNames = {"llama_tied_f32", "llama_untied_q8_0", "qwen2_q4_0", "qwen3_q4_1"};
+
+std::string fixture(const std::string& name) { return (kFixtures / (name + ".gguf")).string(); }
+
+TEST(GgufImport, StandardLogitsEqualTransformers) {
+  for (const auto& name : kNames) {
+    SCOPED_TRACE(name);
+    auto imported = import_gguf_model(fixture(name));
+    torch::Tensor tokens, expected;  // [1,T] int64, [1,T,V] fp32: transformers on the same GGUF file
+    for (const auto& [key, t] : load_foreign_tensors((kFixtures / (name + ".expected.safetensors")).string()).tensors)
+      (key == "tokens" ? tokens : expected) = t;
+    torch::NoGradGuard no_grad;
+    const double diff = testing::max_abs_diff(imported.model->forward(tokens), expected);
+    std::cout << "[ GgufImport ] " << name << ": max |logit - transformers| = " << diff << "\n";
+    EXPECT_LT(diff, 2e-5);
+  }
+}
+
+// The F32 file holds the HF fixture's weights with q/k permuted as llama.cpp does: un-permuted,
+// every parameter equals the HF import's bit for bit (the fusion too: same seed).
+TEST(GgufImport, UnpermutedWeightsEqualTheHfImport) {
+  auto gguf = import_gguf_model(fixture("llama_tied_f32"));
+  auto hf = import_hf_model((fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "hf" / "llama_tied").string());
+  auto config = gguf.model->config();
+  EXPECT_NEAR(config.norm_eps, 1e-5, 1e-12);  // GGUF stores it as a FLOAT32
+  config.norm_eps = hf.model->config().norm_eps;
+  EXPECT_EQ(config, hf.model->config());
+  const auto hf_params = hf.model->named_parameters();
+  for (const auto& p : gguf.model->named_parameters()) EXPECT_TRUE(torch::equal(p.value(), hf_params[p.key()])) << p.key();
+  // The permutation itself: head 0 of a [2·4, 1] weight, rows x0 x1 y0 y1 -> interleaved x0 y0 x1 y1.
+  const auto w = torch::arange(8, torch::kFloat).reshape({8, 1});
+  const auto permuted = torch::tensor({0.f, 2.f, 1.f, 3.f, 4.f, 6.f, 5.f, 7.f}).reshape({8, 1});  // LlamaModel.permute(w, 2, 2)
+  EXPECT_TRUE(torch::equal(unpermute_llama_qk(permuted, 2), w));
+}
+
+TEST(GgufImport, ConfigsAndProvenance) {
+  const auto q8 = import_gguf_model(fixture("llama_untied_q8_0"));
+  const auto& c = q8.model->config();
+  EXPECT_EQ(c.block, BlockKind::Llama);
+  EXPECT_FALSE(c.tie_embeddings);  // output.weight present
+  EXPECT_DOUBLE_EQ(c.rope_theta, 500000.0);
+  EXPECT_EQ(q8.source.at("format"), "gguf");
+  EXPECT_EQ(q8.source.at("architecture"), "llama");
+  EXPECT_EQ(q8.source.at("name"), "llama_untied_q8_0");
+  EXPECT_EQ(q8.source.at("tensor_types").at("Q8_0"), 14);  // embedding, head, 6 of each block's 7 matrices
+  EXPECT_EQ(q8.source.at("tensor_types").at("BF16"), 2);   // ffn_down: 48-value rows, not whole blocks
+  EXPECT_EQ(q8.source.at("sha256_sampled").get<std::string>().size(), 64u);
+  const auto qwen2 = import_gguf_model(fixture("qwen2_q4_0")).model->config();
+  EXPECT_TRUE(qwen2.attention_bias && !qwen2.attention_out_bias && !qwen2.qk_norm);
+  EXPECT_EQ(qwen2.doc_separator_id, 3);
+  const auto qwen3 = import_gguf_model(fixture("qwen3_q4_1")).model->config();
+  EXPECT_TRUE(qwen3.qk_norm && !qwen3.attention_bias);
+  EXPECT_EQ(qwen3.head_dim(), 32);  // attention.key_length, not 64 / 4
+}
+
+TEST(GgufImport, TokenizerBecomesHfFiles) {
+  const auto imported = import_gguf_model(fixture("llama_tied_f32"));
+  const auto& t = imported.hf_tokenizer;
+  ASSERT_TRUE(t.is_object());
+  EXPECT_EQ(t.at("model").at("type"), "BPE");
+  EXPECT_EQ(t.at("model").at("vocab").size(), 128u);
+  EXPECT_EQ(t.at("model").at("vocab").at("<|im_end|>"), 2);
+  EXPECT_EQ(t.at("model").at("merges").size(), 128u - 3 - 95);
+  ASSERT_EQ(t.at("added_tokens").size(), 3u);  // the CONTROL tokens
+  EXPECT_EQ(t.at("added_tokens")[1].at("content"), "<|im_start|>");
+  EXPECT_TRUE(t.at("added_tokens")[1].at("special").get<bool>());
+  EXPECT_EQ(t.at("pre_tokenizer").at("pretokenizers")[0].at("type"), "Digits");  // smollm
+  EXPECT_EQ(t.at("decoder").at("type"), "ByteLevel");
+  EXPECT_EQ(imported.hf_tokenizer_config.at("bos_token"), "<|im_start|>");
+  EXPECT_EQ(imported.hf_tokenizer_config.at("eos_token"), "<|im_end|>");
+  EXPECT_FALSE(imported.hf_tokenizer_config.at("add_bos_token").get<bool>());
+  EXPECT_NE(imported.hf_tokenizer_config.at("chat_template").get<std::string>().find("<|im_start|>"), std::string::npos);
+  EXPECT_TRUE(import_gguf_model(fixture("qwen2_q4_0")).hf_tokenizer.is_null());  // no tokenizer.ggml.model
+
+  const auto llama3 = hf_pre_tokenizer_of_gguf("llama-bpe", "x.gguf");
+  EXPECT_EQ(llama3.at("pretokenizers").size(), 2u);
+  EXPECT_EQ(llama3.at("pretokenizers")[0].at("behavior"), "Isolated");
+  EXPECT_FALSE(llama3.at("pretokenizers")[1].at("use_regex").get<bool>());
+  EXPECT_EQ(hf_pre_tokenizer_of_gguf("default", "x.gguf").at("pretokenizers").size(), 5u);  // 4 regexes + ByteLevel
+  expect_error([] { hf_pre_tokenizer_of_gguf("deepseek-llm", "x.gguf"); },
+               {"x.gguf", "tokenizer.ggml.pre", "\"deepseek-llm\"", "smollm", "llama-bpe", "qwen2"});
+}
+
+TEST(GgufImport, RunDirectoryHoldsTheTokenizerFiles) {
+  testing::TempDir tmp;
+  const auto run = tmp.path / "run";
+  write_imported_run(import_gguf_model(fixture("llama_tied_f32")), run.string());
+  const auto tokenizer = nlohmann::json::parse(testing::slurp(run / "tokenizer" / "tokenizer.json"));
+  EXPECT_EQ(tokenizer.at("model").at("vocab").size(), 128u);
+  EXPECT_TRUE(fs::is_regular_file(run / "tokenizer" / "tokenizer_config.json"));
+  const auto record = nlohmann::json::parse(testing::slurp(run / "run.json"));
+  EXPECT_EQ(record.at("imported_from").at("format"), "gguf");
+  EXPECT_EQ(record.at("imported_from").at("tensor_types").at("F32"), 20);  // all: embedding, final norm, 9 per block
+}
+
+/// A copy of the llama fixture in `dir` with the first occurrence of `from` replaced by `to`
+/// (same length, so every offset stays valid).
+std::string patched(const fs::path& dir, const std::string& from, const std::string& to) {
+  auto bytes = testing::slurp(fixture("llama_tied_f32"));
+  const auto at = bytes.find(from);
+  EXPECT_NE(at, std::string::npos);
+  bytes.replace(at, from.size(), to);
+  const auto path = (dir / "patched.gguf").string();
+  testing::write_file(path, bytes);
+  return path;
+}
+
+TEST(GgufImport, UnsupportedArchitectureAndTokenizerAreNamed) {
+  testing::TempDir tmp;
+  // general.architecture's value (a 5-byte string after the key, its type and its length).
+  auto path = patched(tmp.path, std::string("\x05\0\0\0\0\0\0\0llama", 13), std::string("\x05\0\0\0\0\0\0\0gemma", 13));
+  expect_error([&] { import_gguf_model(path); },
+               {"'" + path + "'", "architecture \"gemma\"", "not supported", "llama, qwen2, qwen3"});
+  path = patched(tmp.path, std::string("\x04\0\0\0\0\0\0\0gpt2", 12), std::string("\x04\0\0\0\0\0\0\0bert", 12));
+  expect_error([&] { import_gguf_model(path); }, {path, "tokenizer.ggml.model", "\"bert\"", "gpt2"});
+  path = patched(tmp.path, "smollm", "smolxx");
+  expect_error([&] { import_gguf_model(path); }, {path, "tokenizer.ggml.pre", "\"smolxx\""});
+  path = patched(tmp.path, "llama.feed_forward_length", "llama.feed_forward_lengtX");
+  expect_error([&] { import_gguf_model(path); }, {path, "metadata key 'llama.feed_forward_length' is missing"});
+  path = patched(tmp.path, "blk.1.ffn_up.weight", "blk.1.ffn_up.weighX");
+  expect_error([&] { import_gguf_model(path); }, {path, "missing tensor 'blk.1.ffn_up.weight'"});
+}
+
+}  // namespace
+}  // namespace fbt
