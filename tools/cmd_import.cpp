@@ -25,9 +25,8 @@ void run_import(const ImportArgs& a) {
             << " H=" << c.n_heads << " Hkv=" << c.n_kv_heads << " V=" << c.vocab_size << " context " << c.context
             << ") -> " << a.out << "/" << step_dir_name(0) << "\n"
             << "model config: " << c.to_json().dump() << "\n"
-            << "note: the tokenizer is not imported yet (" << a.out
-            << "/tokenizer/meta.json records type \"" << kHfPendingTokenizer
-            << "\"); generate and eval stop with an error until it is\n";
+            << "tokenizer: " << a.out << "/tokenizer (Hugging Face byte-level BPE from tokenizer.json"
+            << (imported.hf_tokenizer_config.contains("chat_template") ? ", with its chat template" : "") << ")\n";
 }
 
 }  // namespace
@@ -36,7 +35,9 @@ void add_import_command(CLI::App& app) {
   auto a = std::make_shared<ImportArgs>();
   CLI::App* cmd = app.add_subcommand("import", "Import a pretrained model (Hugging Face Llama, Qwen2, Qwen3) as an fbt run directory");
   cmd->add_option("--from", a->from, "Source format")->check(CLI::IsMember({"hf"}))->capture_default_str();
-  cmd->add_option("dir", a->dir, "Model directory: config.json + model.safetensors (or a sharded index)")->required();
+  cmd->add_option("dir", a->dir,
+                  "Model directory: config.json, model.safetensors (or a sharded index), tokenizer.json "
+                  "[, tokenizer_config.json]")->required();
   cmd->add_option("--out", a->out, "Run directory to create (must not exist, or be empty)")->required();
   cmd->add_option("--fusion", a->fusion, "Fusion on top of the imported stack: glu or glu_plus_token")->capture_default_str();
   cmd->add_option("--context", a->options.context, "Model context in tokens (0: config.json max_position_embeddings)")

@@ -6,6 +6,8 @@
 #include <unicode/unorm2.h>
 #include <unicode/ustring.h>
 
+#include <algorithm>
+
 #include "fbt/util/error.h"
 
 namespace fbt {
@@ -89,7 +91,7 @@ struct Regex::Code {
 Regex::Regex(const std::string& pattern, bool literal, const std::string& origin) : code_(std::make_unique<Code>()) {
   int error = 0;
   PCRE2_SIZE offset = 0;
-  const uint32_t options = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+  const uint32_t options = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);  // LITERAL refuses UCP
   code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &error,
                               &offset, nullptr);
   if (!code_->code) {

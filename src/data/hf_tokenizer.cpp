@@ -5,6 +5,7 @@
 #include <unicode/uchar.h>
 #include <unicode/utf8.h>
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <fstream>
@@ -433,8 +434,8 @@ std::unique_ptr<HfBpeTokenizer> HfBpeTokenizer::from_dir(const std::string& dir,
 }
 
 std::unique_ptr<HfBpeTokenizer> HfBpeTokenizer::from_file(const std::string& path) {
-  const std::string text = read_text(path, "tokenizer file"), origin = "'" + path + "'";
-  const auto j = parse_json(text, origin);
+  const std::string origin = "'" + path + "'";
+  const auto j = parse_json(read_text(path, "tokenizer file"), origin);
   const auto config_path = fs::path(path).parent_path() / "tokenizer_config.json";
   nlohmann::json config;
   if (fs::is_regular_file(config_path))
@@ -446,9 +447,7 @@ std::unique_ptr<HfBpeTokenizer> HfBpeTokenizer::from_file(const std::string& pat
   } catch (const nlohmann::json::exception& e) {
     throw Error(origin + ": missing or mistyped field (" + json_error_brief(e) + ")");
   }
-  const auto chat = config.is_object() ? config.value("chat_template", nlohmann::json()) : nlohmann::json();
-  return from_text(text, origin, vocab, hf_special_ids(j, config, "'" + config_path.string() + "'"),
-                   chat.is_string() ? chat.get<std::string>() : "");
+  return from_hf(j, config, vocab, fs::path(path).parent_path().string());
 }
 
 std::vector<int64_t> HfBpeTokenizer::encode_piece(const std::string& piece) const {
@@ -532,7 +531,8 @@ std::vector<std::pair<std::string, std::string>> HfBpeTokenizer::files() const {
 
 // ---- special ids and the tokenizer directory
 
-HfSpecialIds hf_special_ids(const nlohmann::json& tokenizer, const nlohmann::json& config, const std::string& origin) {
+HfSpecialIds hf_special_ids(const nlohmann::json& tokenizer, const nlohmann::json& config,
+                            const std::string& tokenizer_origin, const std::string& config_origin) {
   HfSpecialIds ids;
   try {
     const auto id_of = [&](const char* key) -> int64_t {
@@ -540,35 +540,44 @@ HfSpecialIds hf_special_ids(const nlohmann::json& tokenizer, const nlohmann::jso
       const std::string content = special_content(config.at(key));
       const int64_t id = find_token(tokenizer, content);
       if (id < 0)
-        throw Error(origin + ": field " + key + " is \"" + content + "\", which is not a token of tokenizer.json");
+        throw Error(config_origin + ": field " + key + " is \"" + content + "\", which is not a token of " +
+                    tokenizer_origin);
       return id;
     };
     ids.bos = id_of("bos_token");
     ids.eos = id_of("eos_token");
     ids.pad = id_of("pad_token");
-    const int64_t prefix = post_processor_bos(tokenizer.value("post_processor", nlohmann::json()), "tokenizer.json",
-                                              "post_processor");
+    const int64_t prefix =
+        post_processor_bos(tokenizer.value("post_processor", nlohmann::json()), tokenizer_origin, "post_processor");
     const auto add = config.is_object() ? config.value("add_bos_token", nlohmann::json()) : nlohmann::json();
     ids.add_bos = add.is_boolean() ? add.get<bool>() : prefix >= 0;
     if (ids.add_bos && prefix >= 0) ids.bos = prefix;
   } catch (const nlohmann::json::exception& e) {
-    throw Error(origin + ": missing or mistyped field (" + json_error_brief(e) + ")");
+    throw Error(tokenizer_origin + ": missing or mistyped field (" + json_error_brief(e) + ")");
   }
-  if (ids.eos < 0) throw Error(origin + ": field eos_token is missing: the tokenizer needs an EOS token");
+  if (ids.eos < 0) throw Error(config_origin + ": field eos_token is missing: the tokenizer needs an EOS token");
   return ids;
+}
+
+std::unique_ptr<HfBpeTokenizer> HfBpeTokenizer::from_hf(const nlohmann::json& hf_tokenizer,
+                                                        const nlohmann::json& hf_tokenizer_config, int64_t model_vocab,
+                                                        const std::string& source) {
+  const std::string tokenizer_origin = "'" + (fs::path(source) / kModelFile).string() + "'";
+  const std::string config_origin = "'" + (fs::path(source) / "tokenizer_config.json").string() + "'";
+  const auto ids = hf_special_ids(hf_tokenizer, hf_tokenizer_config, tokenizer_origin, config_origin);
+  const auto chat = hf_tokenizer_config.is_object() ? hf_tokenizer_config.value("chat_template", nlohmann::json())
+                                                    : nlohmann::json();
+  return from_text(hf_tokenizer.dump(), tokenizer_origin, model_vocab, ids, chat.is_string() ? chat.get<std::string>() : "");
 }
 
 nlohmann::json write_hf_tokenizer_dir(const std::string& dir, const nlohmann::json& hf_tokenizer,
                                       const nlohmann::json& hf_tokenizer_config, int64_t model_vocab) {
-  const auto ids = hf_special_ids(hf_tokenizer, hf_tokenizer_config, "tokenizer_config.json");
-  const auto chat = hf_tokenizer_config.is_object() ? hf_tokenizer_config.value("chat_template", nlohmann::json())
-                                                    : nlohmann::json();
-  const auto tok = HfBpeTokenizer::from_text(hf_tokenizer.dump(), "tokenizer.json", model_vocab, ids,
-                                             chat.is_string() ? chat.get<std::string>() : "");
+  const auto tok = HfBpeTokenizer::from_hf(hf_tokenizer, hf_tokenizer_config, model_vocab, dir);
   fs::create_directories(dir);
   for (const auto& [name, bytes] : tok->files()) write_file_atomic((fs::path(dir) / name).string(), bytes);
   const nlohmann::json meta = tok->meta();
-  write_file_atomic((fs::path(dir) / "meta.json").string(), nlohmann::json{{"tokenizer", meta}}.dump(2) + "\n");
+  const nlohmann::json file = {{"format", "fbt-dataset"}, {"format_version", 1}, {"tokenizer", meta}};  // as prepare's
+  write_file_atomic((fs::path(dir) / "meta.json").string(), file.dump(2) + "\n");
   return meta;
 }
 

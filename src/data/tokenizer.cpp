@@ -201,9 +201,6 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& data_dir) {
       tok = BpeTokenizer::from_file(model);
     } else if (type == "hf_bpe") {
       tok = HfBpeTokenizer::from_dir(data_dir, t, meta_path);
-    } else if (type == "hf-pending") {
-      throw Error("'" + meta_path + "': this run was imported by an fbt that could not import tokenizers yet "
-                  "(tokenizer.type \"hf-pending\"); import the model again with `fbt import`");
     } else {
       throw Error("'" + meta_path + "': field tokenizer.type is \"" + type + "\", expected \"bpe\", \"byte\" or \"hf_bpe\"");
     }

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "fbt/data/hf_tokenizer.h"
 #include "fbt/io/checkpoint.h"
 #include "fbt/io/run_dir.h"
 #include "fbt/io/safetensors.h"
@@ -81,6 +82,40 @@ std::map<std::string, fs::path> weight_files(const fs::path& dir) {
   if (fs::is_regular_file(single)) return {{"", single}};  // "": every tensor of the one file
   throw Error("'" + dir.string() + "' has neither model.safetensors nor model.safetensors.index.json "
               "(PyTorch .bin checkpoints are not read; re-save with save_pretrained(safe_serialization=True))");
+}
+
+/// The content of the token with id `id` in tokenizer.json `tokenizer` (added tokens first), or "".
+std::string token_content(const nlohmann::json& tokenizer, int64_t id) {
+  for (const auto& t : tokenizer.value("added_tokens", nlohmann::json::array()))
+    if (t.value("id", int64_t{-1}) == id) return t.value("content", "");
+  for (const auto& [token, token_id] : tokenizer.at("model").at("vocab").items())
+    if (token_id == id) return token;
+  return "";
+}
+
+/// DIR/tokenizer.json and the special-token fields of DIR/tokenizer_config.json; a special token
+/// the latter does not name comes from config.json's *_token_id (the first, if a list).
+void read_hf_tokenizer(const fs::path& dir, const nlohmann::json& hf, HfImport& out) {
+  const auto path = dir / "tokenizer.json";
+  if (!fs::is_regular_file(path))
+    throw Error("'" + dir.string() + "' has no tokenizer.json (directories with only a sentencepiece "
+                "tokenizer.model are not supported; transformers' AutoTokenizer.save_pretrained writes tokenizer.json)");
+  out.hf_tokenizer = read_json_file(path);
+  const auto config_path = dir / "tokenizer_config.json";
+  const auto config = fs::is_regular_file(config_path) ? read_json_file(config_path) : nlohmann::json::object();
+  for (const char* key : {"bos_token", "eos_token", "pad_token", "add_bos_token", "chat_template"})
+    if (config.contains(key)) out.hf_tokenizer_config[key] = config.at(key);
+  try {
+    for (const std::string key : {"bos", "eos", "pad"}) {
+      auto id = hf.value(key + "_token_id", nlohmann::json());
+      if (id.is_array() && !id.empty()) id = id.at(0);
+      if (!out.hf_tokenizer_config.contains(key + "_token") && id.is_number_integer())
+        if (const auto content = token_content(out.hf_tokenizer, id.get<int64_t>()); !content.empty())
+          out.hf_tokenizer_config[key + "_token"] = content;
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("'" + path.string() + "': missing or mistyped field (" + json_error_brief(e) + ")");
+  }
 }
 
 }  // namespace
@@ -166,6 +201,8 @@ HfImport import_hf_model(const std::string& dir_in, const HfImportOptions& optio
   // Every fbt parameter HF has, by HF name; the fusion and input norm are initialised below.
   torch::manual_seed(options.seed);  // W_G's draw (the constructor's init)
   HfImport out;
+  read_hf_tokenizer(dir, hf, out);
+  HfBpeTokenizer::from_hf(out.hf_tokenizer, out.hf_tokenizer_config, config.vocab_size, dir.string());  // checks it
   out.model = FBT(config);
   auto params = out.model->named_parameters();
   std::map<std::string, std::string> wanted;  // HF name -> fbt name
@@ -210,16 +247,6 @@ HfImport import_hf_model(const std::string& dir_in, const HfImportOptions& optio
   out.model->match_input_norm_to_embedding();
   out.model->eval();
 
-  const auto id = [&](const char* key) {
-    const auto v = hf.contains(key) ? hf.at(key) : nlohmann::json();
-    return v.is_null() ? nlohmann::json(-1) : v;
-  };
-  out.tokenizer = {{"type", kHfPendingTokenizer},
-                   {"vocab_size", config.vocab_size},
-                   {"bos_id", id("bos_token_id")},
-                   {"eos_id", id("eos_token_id")},
-                   {"pad_id", id("pad_token_id")},
-                   {"missing", "the Hugging Face tokenizer (tokenizer.json / tokenizer.model) is not imported yet"}};
   out.source = {{"format", "hf"},
                 {"directory", fs::absolute(dir).lexically_normal().string()},
                 {"model_type", hf.at("model_type")},
@@ -237,13 +264,12 @@ void write_imported_run(const HfImport& imported, const std::string& run_dir) {
   const fs::path out(run_dir);
   if (fs::exists(out) && !(fs::is_directory(out) && fs::is_empty(out)))
     throw Error("--out '" + run_dir + "' already exists and is not an empty directory");
+  FBT model = imported.model;
+  const auto tokenizer = write_hf_tokenizer_dir((out / "tokenizer").string(), imported.hf_tokenizer,
+                                                imported.hf_tokenizer_config, model->config().vocab_size);
   const auto step_dir = out / step_dir_name(0);
   fs::create_directories(step_dir);
-  fs::create_directories(out / "tokenizer");
-  FBT model = imported.model;
-  save_model((step_dir / "model.safetensors").string(), model, imported.tokenizer, 0);
-  write_file_atomic((out / "tokenizer" / "meta.json").string(),
-                    nlohmann::json{{"tokenizer", imported.tokenizer}}.dump(2) + "\n");
+  save_model((step_dir / "model.safetensors").string(), model, tokenizer, 0);
   const nlohmann::json record = {{"tool", "fbt import"},
                                  {"config", {{"model", model->config().to_json()}}},
                                  {"imported_from", imported.source},

@@ -58,9 +58,17 @@ class HfBpeTokenizer : public Tokenizer {
   /// add_bos, and DIR/<chat_template> when named.
   static std::unique_ptr<HfBpeTokenizer> from_dir(const std::string& dir, const nlohmann::json& meta,
                                                   const std::string& meta_path);
-  /// A tokenizer.json file on its own (fbt prepare --tokenizer-model FILE): the special ids and
-  /// chat template from the tokenizer_config.json beside it, if any; vocab_size = its largest
-  /// token id + 1 (an imported model's padded vocab comes with its run's tokenizer directory).
+  /// The tokenizer of HF's tokenizer.json content `hf_tokenizer` and tokenizer_config.json content
+  /// `hf_tokenizer_config` (or null), for a model of `model_vocab` rows: special ids by
+  /// hf_special_ids, the chat template if tokenizer_config.json's chat_template is a string.
+  /// Errors name `source`/tokenizer.json or `source`/tokenizer_config.json (`source`: the model
+  /// directory, or the file the two were made from) and the field.
+  static std::unique_ptr<HfBpeTokenizer> from_hf(const nlohmann::json& hf_tokenizer,
+                                                 const nlohmann::json& hf_tokenizer_config, int64_t model_vocab,
+                                                 const std::string& source);
+  /// A tokenizer.json file on its own (fbt prepare --tokenizer-model FILE): from_hf with the
+  /// tokenizer_config.json beside it, if any; vocab_size = its largest token id + 1 (an imported
+  /// model's padded vocab comes with its run's tokenizer directory instead).
   static std::unique_ptr<HfBpeTokenizer> from_file(const std::string& path);
   ~HfBpeTokenizer() override;
 
@@ -95,14 +103,15 @@ class HfBpeTokenizer : public Tokenizer {
 /// (tokenizer_config.json content, or null): bos_token / eos_token / pad_token as strings or
 /// {"content": ...} objects, looked up among the tokens; add_bos_token if it is a boolean, else
 /// whether the post-processor adds a BOS (whose id then is the BOS). Throws fbt::Error naming
-/// `origin` and the field for a token that does not exist or a missing eos_token.
+/// `config_origin` (or `tokenizer_origin`, for the post-processor) and the field for a token that
+/// does not exist, a missing eos_token, or an unsupported post-processor.
 HfSpecialIds hf_special_ids(const nlohmann::json& hf_tokenizer, const nlohmann::json& hf_tokenizer_config,
-                            const std::string& origin);
+                            const std::string& tokenizer_origin, const std::string& config_origin);
 
 /// Writes an fbt tokenizer directory for an imported model: DIR/tokenizer.json (hf_tokenizer),
 /// DIR/chat_template.jinja (tokenizer_config.json's chat_template, if a string) and DIR/meta.json
 /// ({"tokenizer": the HfBpeTokenizer's meta()}, vocab_size = model_vocab). Everything is checked
-/// (the tokenizer parsed, the ids resolved) before DIR is created. Returns the meta block, which the
+/// (HfBpeTokenizer::from_hf) before DIR is created. Returns the meta block, which the
 /// checkpoint records. Used by `fbt import` from HF directories and from GGUF files.
 nlohmann::json write_hf_tokenizer_dir(const std::string& dir, const nlohmann::json& hf_tokenizer,
                                       const nlohmann::json& hf_tokenizer_config, int64_t model_vocab);

@@ -60,7 +60,7 @@ class Tokenizer {
   /// The tokenizer of a prepared data dir: reads DIR/meta.json and, for BPE, DIR/tokenizer.model
   /// (for hf_bpe DIR/tokenizer.json and the chat template; HfBpeTokenizer::from_dir), checked
   /// against meta's sha256, vocab size and special ids. Throws fbt::Error naming the file or field
-  /// at fault, and for runs imported before HF tokenizers were (tokenizer type "hf-pending").
+  /// at fault.
   static std::unique_ptr<Tokenizer> load(const std::string& data_dir);
 };
 
