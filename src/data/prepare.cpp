@@ -229,6 +229,29 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+/// The file that identifies --tokenizer-model `path` (its sha256 is recorded): the file itself,
+/// or a directory's meta.json (an fbt run/tokenizer or data directory) or tokenizer.json.
+fs::path tokenizer_model_file(const std::string& path) {
+  const fs::path p(path);
+  if (!fs::is_directory(p)) return p;
+  return fs::exists(p / "meta.json") ? p / "meta.json" : p / "tokenizer.json";
+}
+
+/// --tokenizer-model: a sentencepiece model file, an HF tokenizer.json (with the
+/// tokenizer_config.json beside it), or a directory holding an fbt tokenizer (meta.json: a run's
+/// tokenizer/ or a data dir, so an imported model's padded vocab is kept) or a tokenizer.json.
+std::unique_ptr<Tokenizer> load_tokenizer_model(const std::string& path) {
+  const fs::path p(path);
+  if (fs::is_directory(p)) {
+    if (fs::exists(p / "meta.json")) return Tokenizer::load(path);
+    if (!fs::exists(p / "tokenizer.json"))
+      throw Error("--tokenizer-model " + path + ": the directory holds neither meta.json (an fbt tokenizer) nor tokenizer.json");
+    return HfBpeTokenizer::from_file((p / "tokenizer.json").string());
+  }
+  if (p.extension() == ".json") return HfBpeTokenizer::from_file(path);
+  return BpeTokenizer::from_file(path);
+}
+
 }  // namespace
 
 Corpus read_corpus(const std::vector<std::string>& inputs, const std::string& text_field,
