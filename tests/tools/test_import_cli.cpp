@@ -44,9 +44,10 @@ TEST(ImportCli, WritesARunThatGeneratesAndPreparesData) {
 
   // A corpus tokenized with the run's tokenizer: the data dir records the same tokenizer, which
   // eval-loss accepts against the checkpoint; a byte-tokenizer dataset is refused.
+  std::string sentences;  // a document fills more than one eval-loss window (65 tokens) of the val split
+  for (int i = 0; i < 4; ++i) sentences += " The quick brown fox jumps over the lazy dog; DON'T stop at 12345.";
   for (int i = 0; i < 10; ++i)
-    testing::write_file(tmp.path / "corpus" / ("doc" + std::to_string(i) + ".txt"),
-                        "Document " + std::to_string(i) + ": the quick brown fox jumps over the lazy dog.\n");
+    testing::write_file(tmp.path / "corpus" / ("doc" + std::to_string(i) + ".txt"), "Document " + std::to_string(i) + ":" + sentences + "\n");
   r = testing::run_cli(tmp.path, "prepare --input " + (tmp.path / "corpus").string() + " --out " +
                                      (tmp.path / "data").string() + " --tokenizer-model " + (run / "tokenizer").string());
   ASSERT_EQ(r.rc, 0) << r.err;
