@@ -14,6 +14,7 @@ for a in "$@"; do
 done
 pkgs=(cmake g++ make git libtorch-dev sentencepiece
       nlohmann-json3-dev libcli11-dev libgtest-dev libssl-dev zlib1g-dev fortunes
+      libpcre2-dev libicu-dev pkg-config  # HF tokenizers: Unicode regexes (PCRE2) and NFC (ICU)
       python3  # runs HumanEval/MBPP programs in the sandbox (fbt eval)
       bubblewrap  # that sandbox: bwrap, namespaces + read-only system (include/fbt/eval/sandbox.h)
       libgloo-dev  # headers of Gloo, the CPU collectives of libtorch's c10d (distributed training)

@@ -147,6 +147,20 @@ RESUME = ["train", "--data", "data", "--resume", "--steps", "6", "--out"]
 
 HF_FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "hf", "llama_tied")
 GGUF_FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "gguf", "llama_tied_f32.gguf")
+def hf_copy(name, drop=None, edit=None):
+    """A copy of the HF fixture in ROOT/name without file `drop`, its tokenizer.json edited by `edit`."""
+    dst = os.path.join(ROOT, name)
+    if not os.path.isdir(dst):
+        shutil.copytree(HF_FIXTURE, dst)
+    if drop and os.path.exists(os.path.join(dst, drop)):
+        os.remove(os.path.join(dst, drop))
+    if edit:
+        with open(os.path.join(dst, "tokenizer.json")) as f:
+            t = json.load(f)
+        edit(t)
+        write(os.path.join(name, "tokenizer.json"), json.dumps(t))
+
+
 SMALL = ["--preset", "debug", "--contexts", "8", "--new-tokens", "8"]  # fits the 64-token context
 
 
@@ -389,10 +403,17 @@ def cases():
         setup=lambda: write("gpt2/config.json", '{"model_type": "gpt2", "vocab_size": 50257}'))
     add("import-over-run", ["import", "--from", "hf", HF_FIXTURE, "--out", "run"], "--out")
     add("import-bad-fusion", ["import", "--from", "hf", HF_FIXTURE, "--out", "i5", "--fusion", "add"], "--fusion")
-    add("generate-imported-no-tokenizer", ["generate", "--checkpoint", "imported", "--prompt", "hi"],
-        ["imported", "tokenizer", "not implemented yet"],
-        setup=lambda: os.path.isdir(os.path.join(ROOT, "imported")) or
-        sh("import", "--from", "hf", HF_FIXTURE, "--out", "imported"))
+    add("import-no-tokenizer", ["import", "--from", "hf", "notok", "--out", "i6"], ["notok", "tokenizer.json"],
+        setup=lambda: hf_copy("notok", drop="tokenizer.json"))
+    add("import-tokenizer-wordpiece", ["import", "--from", "hf", "wordpiece", "--out", "i7"],
+        ["wordpiece/tokenizer.json", "model.type", "WordPiece"],
+        setup=lambda: hf_copy("wordpiece", edit=lambda t: t["model"].update(type="WordPiece")))
+    add("import-tokenizer-metaspace", ["import", "--from", "hf", "metaspace", "--out", "i8"],
+        ["metaspace/tokenizer.json", "pre_tokenizer", "Metaspace"],
+        setup=lambda: hf_copy("metaspace", edit=lambda t: t.update(pre_tokenizer={"type": "Metaspace"})))
+    add("prepare-tokenizer-model-bad-json", ["prepare", "--input", "corpus", "--out", "d9", "--tokenizer-model",
+                                             "bad/tokenizer.json"], ["bad/tokenizer.json", "not valid JSON"],
+        setup=lambda: write("bad/tokenizer.json", '{"model": '))
     return c
 
 

@@ -16,7 +16,6 @@
 #include <torch/cuda.h>
 
 #include "fbt/infer/generate.h"
-#include "fbt/io/hf_import.h"
 #include "fbt/io/run_dir.h"
 #include "fbt/util/error.h"
 
@@ -42,12 +41,13 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const std::string& dev
 
 namespace {
 
-/// Throws for a checkpoint imported without its tokenizer (fbt import records "hf-pending").
+/// Throws for a checkpoint that `fbt import` wrote before it imported tokenizers: its tokenizer
+/// block says "hf-pending" (and its tokenizer/meta.json is no dataset meta).
 void check_tokenizer_imported(const LoadedCheckpoint& checkpoint) {
   const auto& own = checkpoint.info.tokenizer;
-  if (own.is_object() && own.value("type", "") == kHfPendingTokenizer)
-    throw Error("checkpoint '" + checkpoint.model_file + "' was imported without its tokenizer (tokenizer type \"" +
-                kHfPendingTokenizer + "\"): importing Hugging Face tokenizers is not implemented yet");
+  if (own.is_object() && own.value("type", "") == "hf-pending")
+    throw Error("checkpoint '" + checkpoint.model_file + "' was imported by an fbt that did not import tokenizers yet "
+                "(tokenizer type \"hf-pending\"); import the model again with `fbt import`");
 }
 
 }  // namespace

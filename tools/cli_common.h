@@ -31,13 +31,13 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const std::string& dev
 
 /// The checkpoint's own tokenizer, RUNDIR/tokenizer (run_dir.h), checked against the model vocab.
 /// Throws fbt::Error naming the directory if it is missing or does not match, and naming the
-/// checkpoint if it was imported without its tokenizer (hf_import.h kHfPendingTokenizer).
+/// checkpoint if an older `fbt import` wrote it without its tokenizer (type "hf-pending").
 std::unique_ptr<Tokenizer> load_run_tokenizer(const LoadedCheckpoint& checkpoint);
 
 /// Throws fbt::Error naming both sides unless the tokenizer described by `tokenizer_meta` (a
 /// meta.json "tokenizer" block read from `origin`) has the model's vocab size and, where both
-/// record them, the same type and sentencepiece model sha256 as the checkpoint's tokenizer; and
-/// naming the checkpoint if it was imported without its tokenizer (kHfPendingTokenizer).
+/// record them, the same type and tokenizer model sha256 (sentencepiece or tokenizer.json) as the
+/// checkpoint's tokenizer; and naming a checkpoint imported without its tokenizer ("hf-pending").
 void check_tokenizer_matches(const nlohmann::json& tokenizer_meta, const std::string& origin,
                              const LoadedCheckpoint& checkpoint);
 

@@ -118,14 +118,14 @@ void run_generate(const GenerateArgs& a) {
   auto checkpoint = load_checkpoint(a.checkpoint, a.device);
   if (a.dtype == "bf16") checkpoint.model->to(torch::kBFloat16);  // weights, KV cache and states in bf16
   const auto tokenizer = load_run_tokenizer(checkpoint);
-  // Training streams are documents each followed by EOS, so a document starts right after EOS:
-  // the prompt is [EOS] + encode(text), making its first token a document start.
-  std::vector<int64_t> prompt{tokenizer->eos_id()};
+  // The prompt starts as a document does: after EOS for fbt's tokenizers (training streams are
+  // documents each followed by EOS), with the BOS or nothing for imported ones (document_prefix).
+  std::vector<int64_t> prompt = tokenizer->document_prefix();
   for (int64_t id : tokenizer->encode(text)) prompt.push_back(id);
   const int64_t context = checkpoint.model->config().context;
   if (static_cast<int64_t>(prompt.size()) >= context)
     throw Error("the prompt is " + std::to_string(prompt.size()) +
-                " tokens (with the leading EOS) but the model context is " + std::to_string(context) +
+                " tokens (with the document start) but the model context is " + std::to_string(context) +
                 " tokens; at most " + std::to_string(context - 1) + " leave room to generate");
   const int64_t room = context - static_cast<int64_t>(prompt.size());
   if (a.max_new_tokens > room)  // generate() stops at the context: say so rather than stop short silently

@@ -30,10 +30,8 @@ void run_import(const ImportArgs& a) {
             << step_dir_name(0) << "\n"
             << "model config: " << c.to_json().dump() << "\n";
   if (imported.source.contains("tensor_types")) std::cout << "tensor types: " << imported.source.at("tensor_types").dump() << "\n";
-  if (!imported.hf_tokenizer.is_null())
-    std::cout << "tokenizer: written as " << a.out << "/tokenizer/tokenizer.json and tokenizer_config.json\n";
-  std::cout << "note: fbt does not read imported tokenizers yet (" << a.out << "/tokenizer/meta.json records type \""
-            << kHfPendingTokenizer << "\"); generate and eval stop with an error until it does\n";
+  std::cout << "tokenizer: " << a.out << "/tokenizer (Hugging Face byte-level BPE"
+            << (imported.hf_tokenizer_config.contains("chat_template") ? ", with its chat template" : "") << ")\n";
 }
 
 }  // namespace
@@ -44,7 +42,8 @@ void add_import_command(CLI::App& app) {
   cmd->add_option("--from", a->from, "Source format: hf (a model directory) or gguf (a .gguf file)")
       ->check(CLI::IsMember({"hf", "gguf"}))->capture_default_str();
   cmd->add_option("source", a->source,
-                  "hf: model directory (config.json + model.safetensors or a sharded index); gguf: the .gguf file")
+                  "hf: model directory (config.json, model.safetensors or a sharded index, tokenizer.json "
+                  "[, tokenizer_config.json]); gguf: the .gguf file")
       ->required();
   cmd->add_option("--out", a->out, "Run directory to create (must not exist, or be empty)")->required();
   cmd->add_option("--fusion", a->fusion, "Fusion on top of the imported stack: glu or glu_plus_token")->capture_default_str();

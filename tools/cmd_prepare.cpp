@@ -12,7 +12,7 @@ namespace fbt::cli {
 void add_prepare_command(CLI::App& app) {
   auto opts = std::make_shared<PrepareOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "prepare", "Tokenize a corpus into DIR/{train.bin,val.bin,meta.json[,tokenizer.model]}");
+      "prepare", "Tokenize a corpus into DIR/{train.bin,val.bin,meta.json[,tokenizer.model|tokenizer.json]}");
   cmd->add_option("--input", opts->inputs,
                   "Corpus: text files, directories (recursive) or *.jsonl; documents are "
                   "separated by EOS")->required();
@@ -29,7 +29,9 @@ void add_prepare_command(CLI::App& app) {
       ->capture_default_str()
       ->check(seed_value());
   cmd->add_option("--tokenizer-model", opts->tokenizer_model,
-                  "Reuse this sentencepiece model instead of training one")->excludes(vocab);
+                  "Reuse a tokenizer instead of training one: a sentencepiece .model, a Hugging Face "
+                  "tokenizer.json, or a directory holding one (an imported run's RUNDIR/tokenizer keeps the "
+                  "model's vocab size)")->excludes(vocab);
   cmd->add_option("--text-field", opts->text_field, "JSONL field holding the text")->capture_default_str();
   cmd->add_option("--doc-split", opts->doc_split,
                   "Documents of text files: file (one per file) or blank (blank-line blocks)")

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "fbt/data/hf_tokenizer.h"
 #include "fbt/data/shards.h"
 #include "fbt/data/tokenizer.h"
 #include "fbt/util/error.h"
@@ -17,7 +18,9 @@ namespace fbt {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr const char* kOutputs[] = {"meta.json", "train.bin", "val.bin", "tokenizer.model"};
+constexpr const char* kOutputs[] = {"meta.json", "train.bin", "val.bin", "tokenizer.model", "tokenizer.json",
+                                    "chat_template.jinja"};
+constexpr const char* kTokenizerFiles[] = {"tokenizer.model", "tokenizer.json", "chat_template.jinja"};
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -226,6 +229,29 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+/// The file that identifies --tokenizer-model `path` (its sha256 is recorded): the file itself,
+/// or a directory's meta.json (an fbt run/tokenizer or data directory) or tokenizer.json.
+fs::path tokenizer_model_file(const std::string& path) {
+  const fs::path p(path);
+  if (!fs::is_directory(p)) return p;
+  return fs::exists(p / "meta.json") ? p / "meta.json" : p / "tokenizer.json";
+}
+
+/// --tokenizer-model: a sentencepiece model file, an HF tokenizer.json (with the
+/// tokenizer_config.json beside it), or a directory holding an fbt tokenizer (meta.json: a run's
+/// tokenizer/ or a data dir, so an imported model's padded vocab is kept) or a tokenizer.json.
+std::unique_ptr<Tokenizer> load_tokenizer_model(const std::string& path) {
+  const fs::path p(path);
+  if (fs::is_directory(p)) {
+    if (fs::exists(p / "meta.json")) return Tokenizer::load(path);
+    if (!fs::exists(p / "tokenizer.json"))
+      throw Error("--tokenizer-model " + path + ": the directory holds neither meta.json (an fbt tokenizer) nor tokenizer.json");
+    return HfBpeTokenizer::from_file((p / "tokenizer.json").string());
+  }
+  if (p.extension() == ".json") return HfBpeTokenizer::from_file(path);
+  return BpeTokenizer::from_file(path);
+}
+
 }  // namespace
 
 Corpus read_corpus(const std::vector<std::string>& inputs, const std::string& text_field,
@@ -302,7 +328,7 @@ nlohmann::json prepare_dataset(const PrepareOptions& o, std::ostream& log) {
   nlohmann::json tokenizer_model = nullptr;
   if (!o.tokenizer_model.empty()) {
     const std::string abs = fs::weakly_canonical(fs::absolute(o.tokenizer_model)).string();
-    tokenizer_model = {{"path", abs}, {"sha256", sha256_hex_file(o.tokenizer_model)}};
+    tokenizer_model = {{"path", abs}, {"sha256", sha256_hex_file(tokenizer_model_file(o.tokenizer_model).string())}};
   }
   const bool train_bpe = o.tokenizer == "bpe" && o.tokenizer_model.empty();
   const nlohmann::json options = {
@@ -326,7 +352,7 @@ nlohmann::json prepare_dataset(const PrepareOptions& o, std::ostream& log) {
   if (o.tokenizer == "byte") {
     tok = std::make_unique<ByteTokenizer>();
   } else if (!o.tokenizer_model.empty()) {
-    tok = BpeTokenizer::from_file(o.tokenizer_model);
+    tok = load_tokenizer_model(o.tokenizer_model);
   } else {
     const auto t = std::chrono::steady_clock::now();
     BpeTrainOptions bo;
@@ -350,10 +376,13 @@ nlohmann::json prepare_dataset(const PrepareOptions& o, std::ostream& log) {
       throw Error("corpus too small: the " + std::string(name) + " split has " + std::to_string(s.tokens) +
                   " token(s), need at least 2");
   const auto* bpe = dynamic_cast<const BpeTokenizer*>(tok.get());
-  fs::path model_tmp;
-  if (bpe) {
-    model_tmp = temps.add(out, "tokenizer.model");
-    bpe->save(model_tmp.string());
+  std::vector<std::pair<fs::path, std::string>> tokenizer_tmps;  // temp file, final name
+  for (const auto& [name, bytes] : tok->files()) {
+    tokenizer_tmps.emplace_back(temps.add(out, name), name);
+    std::ofstream f(tokenizer_tmps.back().first, std::ios::binary);
+    f << bytes;
+    f.close();
+    if (!f) throw Error("cannot write '" + tokenizer_tmps.back().first.string() + "'");
   }
 
   nlohmann::json splits;
@@ -394,10 +423,8 @@ nlohmann::json prepare_dataset(const PrepareOptions& o, std::ostream& log) {
   fs::remove(out / "meta.json");
   fs::rename(train_tmp, out / "train.bin");
   fs::rename(val_tmp, out / "val.bin");
-  if (bpe)
-    fs::rename(model_tmp, out / "tokenizer.model");
-  else
-    fs::remove(out / "tokenizer.model");
+  for (const char* name : kTokenizerFiles) fs::remove(out / name);
+  for (const auto& [tmp, name] : tokenizer_tmps) fs::rename(tmp, out / name);
   fs::rename(meta_tmp, out / "meta.json");
   temps.release();
   log << "wrote " << out.string() << " in " << seconds_since(t0) << " s\n";

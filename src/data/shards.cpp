@@ -211,9 +211,10 @@ nlohmann::json read_dataset_meta(const std::string& data_dir) {
   for (const char* id : {"eos_id", "bos_id", "pad_id"})
     if (tok.contains(id)) {
       const auto v = required_field<int64_t>(tok, id, where);
-      if (v < 0 || v >= vocab)
-        throw Error(where + ": field '" + id + "' is " + std::to_string(v) + ", outside [0, vocab_size " +
-                    std::to_string(vocab) + ")");
+      const int64_t low = std::string(id) == "eos_id" ? 0 : -1;  // -1: no BOS / PAD (HF tokenizers)
+      if (v < low || v >= vocab)
+        throw Error(where + ": field '" + id + "' is " + std::to_string(v) + ", outside [" + std::to_string(low) +
+                    ", vocab_size " + std::to_string(vocab) + ")");
     }
   required_field<int64_t>(tok, "eos_id", where);
   return meta;

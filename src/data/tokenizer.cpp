@@ -17,6 +17,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "fbt/data/hf_tokenizer.h"
 #include "fbt/data/shards.h"
 #include "fbt/util/error.h"
 #include "fbt/util/hash.h"
@@ -198,8 +199,10 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& data_dir) {
         throw Error("'" + model + "' does not match the sha256 recorded in '" + meta_path +
                     "' (field tokenizer.model_sha256)");
       tok = BpeTokenizer::from_file(model);
+    } else if (type == "hf_bpe") {
+      tok = HfBpeTokenizer::from_dir(data_dir, t, meta_path);
     } else {
-      throw Error("'" + meta_path + "': field tokenizer.type is \"" + type + "\", expected \"bpe\" or \"byte\"");
+      throw Error("'" + meta_path + "': field tokenizer.type is \"" + type + "\", expected \"bpe\", \"byte\" or \"hf_bpe\"");
     }
     const nlohmann::json actual = tok->meta();
     for (const auto& [field, value] : actual.items()) {

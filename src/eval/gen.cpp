@@ -194,7 +194,7 @@ GenEvalResult evaluate_generation(const GenTaskSpec& task, const GenTaskData& da
   std::vector<std::vector<int64_t>> prompts;
   std::vector<bool> truncated;
   for (int64_t i = 0; i < n; ++i) {
-    std::vector<int64_t> p{tokenizer.eos_id()};
+    std::vector<int64_t> p = tokenizer.document_prefix();
     for (int64_t id : tokenizer.encode(build_gen_prompt(task, data, i, shots, o.seed))) p.push_back(id);
     truncated.push_back(p.size() > budget);
     if (truncated.back()) p.erase(p.begin(), p.end() - static_cast<std::ptrdiff_t>(budget));

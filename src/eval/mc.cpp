@@ -85,8 +85,11 @@ ScoreRequest encode_request(const Tokenizer& tokenizer, const std::string& conte
   const std::string ctx = context.substr(0, kept), cont = context.substr(kept) + continuation;
   const auto ctx_ids = tokenizer.encode(ctx), whole = tokenizer.encode(ctx + cont);
   ScoreRequest r;
-  r.context.push_back(tokenizer.eos_id());
+  // The context starts as a document does (Tokenizer::document_prefix); a first token to score
+  // needs one before it, so an empty prefix and context get EOS (lm-evaluation-harness's prefix token).
+  r.context = tokenizer.document_prefix();
   r.context.insert(r.context.end(), ctx_ids.begin(), ctx_ids.end());
+  if (r.context.empty()) r.context.push_back(tokenizer.eos_id());
   // whole = ctx_ids + the continuation's tokens unless a token spans the join (it merges the
   // context's last characters with the continuation's first): then whole[|ctx_ids|:] would spell
   // part of the context, or nothing, so the continuation is encoded on its own.

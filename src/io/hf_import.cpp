@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "fbt/data/hf_tokenizer.h"
 #include "fbt/io/checkpoint.h"
 #include "fbt/io/run_dir.h"
 #include "fbt/io/safetensors.h"
@@ -83,17 +84,41 @@ std::map<std::string, fs::path> weight_files(const fs::path& dir) {
               "(PyTorch .bin checkpoints are not read; re-save with save_pretrained(safe_serialization=True))");
 }
 
-}  // namespace
-
-nlohmann::json pending_tokenizer(int64_t vocab_size, const nlohmann::json& bos_id, const nlohmann::json& eos_id,
-                                 const nlohmann::json& pad_id) {
-  return {{"type", kHfPendingTokenizer},
-          {"vocab_size", vocab_size},
-          {"bos_id", bos_id},
-          {"eos_id", eos_id},
-          {"pad_id", pad_id},
-          {"missing", "the Hugging Face tokenizer (tokenizer.json / tokenizer.model) is not imported yet"}};
+/// The content of the token with id `id` in tokenizer.json `tokenizer` (added tokens first), or "".
+std::string token_content(const nlohmann::json& tokenizer, int64_t id) {
+  for (const auto& t : tokenizer.value("added_tokens", nlohmann::json::array()))
+    if (t.value("id", int64_t{-1}) == id) return t.value("content", "");
+  for (const auto& [token, token_id] : tokenizer.at("model").at("vocab").items())
+    if (token_id == id) return token;
+  return "";
 }
+
+/// DIR/tokenizer.json and the special-token fields of DIR/tokenizer_config.json; a special token
+/// the latter does not name comes from config.json's *_token_id (the first, if a list).
+void read_hf_tokenizer(const fs::path& dir, const nlohmann::json& hf, HfImport& out) {
+  const auto path = dir / "tokenizer.json";
+  if (!fs::is_regular_file(path))
+    throw Error("'" + dir.string() + "' has no tokenizer.json (directories with only a sentencepiece "
+                "tokenizer.model are not supported; transformers' AutoTokenizer.save_pretrained writes tokenizer.json)");
+  out.hf_tokenizer = read_json_file(path);
+  const auto config_path = dir / "tokenizer_config.json";
+  const auto config = fs::is_regular_file(config_path) ? read_json_file(config_path) : nlohmann::json::object();
+  for (const char* key : {"bos_token", "eos_token", "pad_token", "add_bos_token", "chat_template"})
+    if (config.contains(key)) out.hf_tokenizer_config[key] = config.at(key);
+  try {
+    for (const std::string key : {"bos", "eos", "pad"}) {
+      auto id = hf.value(key + "_token_id", nlohmann::json());
+      if (id.is_array() && !id.empty()) id = id.at(0);
+      if (!out.hf_tokenizer_config.contains(key + "_token") && id.is_number_integer())
+        if (const auto content = token_content(out.hf_tokenizer, id.get<int64_t>()); !content.empty())
+          out.hf_tokenizer_config[key + "_token"] = content;
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("'" + path.string() + "': missing or mistyped field (" + json_error_brief(e) + ")");
+  }
+}
+
+}  // namespace
 
 std::vector<std::string> hf_supported_model_types() { return {"llama", "qwen2", "qwen3"}; }
 
@@ -173,10 +198,12 @@ HfImport import_hf_model(const std::string& dir_in, const HfImportOptions& optio
   const auto hf = read_json_file(config_path);
   const auto config = hf_model_config(hf, "'" + config_path.string() + "'", options);
 
+  HfImport out;
+  read_hf_tokenizer(dir, hf, out);
+  HfBpeTokenizer::from_hf(out.hf_tokenizer, out.hf_tokenizer_config, config.vocab_size, dir.string());  // checks it
   const auto files = weight_files(dir);
   std::set<std::string> dtypes;  // stored dtypes, for the record
   nlohmann::json file_names = nlohmann::json::array();
-  HfImport out;
   out.model = build_imported_model(config, options, [&](ImportParams& params) {
     std::map<std::string, std::string> wanted;  // HF name -> fbt name
     for (const auto& p : params)
@@ -211,11 +238,6 @@ HfImport import_hf_model(const std::string& dir_in, const HfImportOptions& optio
         throw Error("'" + dir_in + "': missing tensor '" + hf_name + "' (for fbt parameter '" + fbt_name + "')");
   });
 
-  const auto id = [&](const char* key) {
-    const auto v = hf.contains(key) ? hf.at(key) : nlohmann::json();
-    return v.is_null() ? nlohmann::json(-1) : v;
-  };
-  out.tokenizer = pending_tokenizer(config.vocab_size, id("bos_token_id"), id("eos_token_id"), id("pad_token_id"));
   out.source = {{"format", "hf"},
                 {"directory", fs::absolute(dir).lexically_normal().string()},
                 {"model_type", hf.at("model_type")},
@@ -253,18 +275,12 @@ void write_imported_run(const HfImport& imported, const std::string& run_dir) {
   const fs::path out(run_dir);
   if (fs::exists(out) && !(fs::is_directory(out) && fs::is_empty(out)))
     throw Error("--out '" + run_dir + "' already exists and is not an empty directory");
+  FBT model = imported.model;
+  const auto tokenizer = write_hf_tokenizer_dir((out / "tokenizer").string(), imported.hf_tokenizer,
+                                                imported.hf_tokenizer_config, model->config().vocab_size);
   const auto step_dir = out / step_dir_name(0);
   fs::create_directories(step_dir);
-  fs::create_directories(out / "tokenizer");
-  FBT model = imported.model;
-  save_model((step_dir / "model.safetensors").string(), model, imported.tokenizer, 0);
-  write_file_atomic((out / "tokenizer" / "meta.json").string(),
-                    nlohmann::json{{"tokenizer", imported.tokenizer}}.dump(2) + "\n");
-  // MERGE NOTE (issue 17): stands in for the tokenizer work's write_hf_tokenizer_dir; replace by it.
-  if (!imported.hf_tokenizer.is_null()) {
-    write_file_atomic((out / "tokenizer" / "tokenizer.json").string(), imported.hf_tokenizer.dump(2) + "\n");
-    write_file_atomic((out / "tokenizer" / "tokenizer_config.json").string(), imported.hf_tokenizer_config.dump(2) + "\n");
-  }
+  save_model((step_dir / "model.safetensors").string(), model, tokenizer, 0);
   const nlohmann::json record = {{"tool", "fbt import"},
                                  {"config", {{"model", model->config().to_json()}}},
                                  {"imported_from", imported.source},

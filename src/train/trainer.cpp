@@ -154,9 +154,10 @@ void prepare_run_dir(const TrainOptions& opt, const nlohmann::json& tok, std::os
   if (opt.resume) return;
   fs::create_directories(out / "tokenizer");
   fs::copy_file(data / "meta.json", out / "tokenizer" / "meta.json", fs::copy_options::overwrite_existing);
-  if (tok.contains("model"))
-    fs::copy_file(data / tok.at("model").get<std::string>(), out / "tokenizer" / tok.at("model").get<std::string>(),
-                  fs::copy_options::overwrite_existing);
+  for (const char* field : {"model", "chat_template"})  // the files meta.json names (Tokenizer::files)
+    if (tok.contains(field))
+      fs::copy_file(data / tok.at(field).get<std::string>(), out / "tokenizer" / tok.at(field).get<std::string>(),
+                    fs::copy_options::overwrite_existing);
 }
 
 /// One `fbt train` run, in the order it happens: setup (rendezvous, configuration, data, checks

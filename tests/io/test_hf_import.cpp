@@ -1,12 +1,14 @@
 // Hugging Face import (issue 17): tiny random Llama/Qwen2/Qwen3 models made by transformers
-// (tests/fixtures/hf/make_fixtures.py) give transformers' own logits in fbt's standard mode, the
-// run directory round-trips, the fusion decodes on top, and bad inputs are named.
+// (tests/fixtures/hf/make_fixtures.py) give transformers' own logits in fbt's standard mode and,
+// with their imported tokenizers, its greedy continuations of a text prompt; the run directory
+// round-trips, the fusion decodes on top, and bad inputs are named.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <iostream>
 
 #include "cli_test_helpers.h"
+#include "fbt/data/hf_tokenizer.h"
 #include "fbt/infer/decode.h"
 #include "fbt/infer/generate.h"
 #include "fbt/io/checkpoint.h"
@@ -27,13 +29,21 @@ const std::vector<std::string> kNames = {"llama_tied", "llama_untied", "llama3_r
 
 struct Expected {
   torch::Tensor tokens, logits;  // [1,T] int64, [1,T,V] fp32 (transformers, fp32, CPU)
+  torch::Tensor prompt, greedy;  // [1,P], [1,G] int64: HF tokenizers' ids of `text`, transformers' argmax continuation
+  std::string text;
 };
 
 Expected expected_of(const std::string& name) {
   Expected e;
-  for (const auto& [key, t] : load_foreign_tensors((kFixtures / name / "expected_logits.safetensors").string()).tensors)
-    (key == "tokens" ? e.tokens : e.logits) = t;
+  auto file = load_foreign_tensors((kFixtures / name / "expected_logits.safetensors").string());
+  for (const auto& [key, t] : file.tensors)
+    (key == "tokens" ? e.tokens : key == "logits" ? e.logits : key == "prompt" ? e.prompt : e.greedy) = t;
+  e.text = file.metadata.at("prompt").get<std::string>();
   return e;
+}
+
+std::vector<int64_t> ids_of(const torch::Tensor& t) {
+  return {t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel()};
 }
 
 using testing::expect_error;
@@ -65,7 +75,7 @@ TEST(HfImport, ConfigsMapTheFamilySwitches) {
   EXPECT_TRUE(qwen2.attention_bias && !qwen2.attention_out_bias && !qwen2.qk_norm);
   EXPECT_TRUE(qwen3.qk_norm && !qwen3.attention_bias);
   EXPECT_EQ(qwen3.head_dim(), 32);  // config.json head_dim, not hidden_size / heads = 16
-  EXPECT_EQ(qwen2.doc_separator_id, 3);  // eos_token_id
+  EXPECT_EQ(qwen2.doc_separator_id, 2);  // eos_token_id
   for (const auto& c : {tied, untied, rope, qwen2, qwen3}) {
     FBT model(c);
     int64_t n = 0;
@@ -178,16 +188,48 @@ TEST(HfImport, RunDirectoryLoadsBack) {
   auto loaded = load_model(resolve_checkpoint(run), &info);
   EXPECT_EQ(info.config, imported.model->config());
   EXPECT_EQ(info.step, 0);
-  EXPECT_EQ(info.tokenizer.at("type"), kHfPendingTokenizer);
   const auto meta = nlohmann::json::parse(testing::slurp(fs::path(run) / "tokenizer" / "meta.json"));
-  EXPECT_EQ(meta.at("tokenizer").at("vocab_size"), 128);
+  EXPECT_EQ(info.tokenizer, meta.at("tokenizer"));  // what check_tokenizer_matches compares
+  EXPECT_EQ(meta.at("tokenizer").at("type"), "hf_bpe");
+  EXPECT_EQ(meta.at("tokenizer").at("vocab_size"), 384);  // the model's rows, not the tokenizer's 360 tokens
+  EXPECT_EQ(meta.at("tokenizer").at("eos_id"), 2);        // <|im_end|>, tokenizer_config.json's eos_token
+  EXPECT_EQ(meta.at("tokenizer").at("pad_id"), 0);        // <|endoftext|>
+  EXPECT_EQ(meta.at("tokenizer").at("add_bos"), false);
+  EXPECT_EQ(meta.at("tokenizer").at("chat_template"), "chat_template.jinja");
+  auto tokenizer = Tokenizer::load((fs::path(run) / "tokenizer").string());
+  EXPECT_EQ(dynamic_cast<const HfBpeTokenizer&>(*tokenizer).chat_template(),
+            imported.hf_tokenizer_config.at("chat_template").get<std::string>());
+  EXPECT_EQ(tokenizer->decode({359, 360, 383}), tokenizer->decode({359}));  // padding ids decode to ""
   const auto record = nlohmann::json::parse(testing::slurp(fs::path(run) / "run.json"));
   EXPECT_EQ(record.at("imported_from").at("model_type"), "qwen2");
-  EXPECT_EQ(record.at("imported_from").at("weight_files").size(), 4u);  // the sharded fixture
+  EXPECT_EQ(record.at("imported_from").at("weight_files").size(), 5u);  // the sharded fixture
   const auto e = expected_of("qwen2");
   torch::NoGradGuard no_grad;
   EXPECT_LT(testing::max_abs_diff(loaded->forward(e.tokens), e.logits), 1e-4);
   expect_error([&] { write_imported_run(imported, run); }, {run, "not an empty directory"});
+}
+
+// Text in, text out: the imported tokenizer gives HF tokenizers' prompt ids (with Llama-3's BOS
+// as the document start), and greedy decoding continues it as transformers does.
+TEST(HfImport, GreedyContinuationEqualsTransformers) {
+  for (const auto& name : kNames) {
+    SCOPED_TRACE(name);
+    testing::TempDir tmp;
+    const auto run = fs::path(tmp.path) / "run";
+    write_imported_run(import_hf_model((kFixtures / name).string()), run.string());
+    auto model = load_model(resolve_checkpoint(run.string()));
+    const auto tokenizer = Tokenizer::load((run / "tokenizer").string());
+    const auto e = expected_of(name);
+    std::vector<int64_t> prompt = tokenizer->document_prefix();
+    for (int64_t id : tokenizer->encode(e.text)) prompt.push_back(id);
+    EXPECT_EQ(prompt, ids_of(e.prompt));
+    EXPECT_EQ(prompt.front() == 0, name.rfind("llama", 0) == 0);  // <|begin_of_text|> for the llama3 tokenizer
+    GenerationOptions o;
+    o.max_new_tokens = e.greedy.numel();
+    o.sampling.temperature = 0;
+    o.eos_id = -1;  // transformers' continuation ran without an EOS stop
+    EXPECT_EQ(generate(model, {prompt}, o)[0], ids_of(e.greedy));
+  }
 }
 
 /// A copy of fixture `name` in `dir` whose config.json is edited by `edit` and whose tensors are
@@ -198,6 +240,8 @@ void damaged_copy(const std::string& name, const fs::path& dir, const std::funct
   auto config = nlohmann::json::parse(testing::slurp(kFixtures / name / "config.json"));
   edit(config);
   testing::write_file(dir / "config.json", config.dump(2));
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json"})
+    fs::copy_file(kFixtures / name / file, dir / file, fs::copy_options::overwrite_existing);
   NamedTensors kept;
   for (auto& [key, t] : load_foreign_tensors((kFixtures / name / "model.safetensors").string()).tensors)
     if (key != drop) kept.emplace_back(key, t);
@@ -231,6 +275,28 @@ TEST(HfImport, MissingOrWrongTensorsAreNamed) {
   expect_error([&] { import_hf_model(dir.string()); }, {"model.safetensors", "mlp.", "has shape"});
   fs::remove(dir / "model.safetensors");
   expect_error([&] { import_hf_model(dir.string()); }, {dir.string(), "neither model.safetensors nor"});
+}
+
+TEST(HfImport, TokenizerErrorsAreNamed) {
+  testing::TempDir tmp;
+  const auto dir = fs::path(tmp.path) / "m";
+  damaged_copy("llama_tied", dir, [](nlohmann::json&) {});
+  fs::remove(dir / "tokenizer.json");
+  expect_error([&] { import_hf_model(dir.string()); }, {dir.string(), "no tokenizer.json", "tokenizer.model"});
+  damaged_copy("llama_tied", dir, [](nlohmann::json& c) { c["vocab_size"] = 300; });
+  expect_error([&] { import_hf_model(dir.string()); },
+               {(dir / "tokenizer.json").string(), "model.vocab", "outside the model's vocabulary [0, 300)"});
+  damaged_copy("llama_tied", dir, [](nlohmann::json&) {});
+  auto config = nlohmann::json::parse(testing::slurp(dir / "tokenizer_config.json"));
+  config["eos_token"] = "<|no such token|>";
+  testing::write_file(dir / "tokenizer_config.json", config.dump());
+  expect_error([&] { import_hf_model(dir.string()); },
+               {(dir / "tokenizer_config.json").string(), "eos_token", "<|no such token|>"});
+  // Without tokenizer_config.json the special tokens come from config.json's ids.
+  fs::remove(dir / "tokenizer_config.json");
+  const auto imported = import_hf_model(dir.string());
+  EXPECT_EQ(imported.hf_tokenizer_config.at("bos_token"), "<|begin_of_text|>");
+  EXPECT_EQ(imported.hf_tokenizer_config.at("eos_token"), "<|end_of_text|>");
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // `fbt prepare`: corpus files -> tokenizer + train/val token shards + meta.json in a data dir.
 //
 // meta.json (format "fbt-dataset", format_version 1):
-//   tokenizer: {type, vocab_size, bos_id, eos_id, pad_id[, unk_id, model, model_sha256]}
+//   tokenizer: {type, vocab_size, bos_id, eos_id, pad_id[, unk_id, model, model_sha256]} (hf_bpe:
+//              hf_tokenizer.h's meta: add_bos, model tokenizer.json[, chat_template])
 //   splits:    {train|val: {file, tokens, bytes, documents, sha256}} — tokens counts the shard
 //              (EOS separators included); bytes is the UTF-8 length of the text the split's tokens
 //              decode to, separators excluded (the denominator for bits per byte)
@@ -23,7 +24,9 @@ struct PrepareOptions {
   std::string out_dir;
   std::string tokenizer = "bpe";    // "bpe" or "byte"
   int64_t vocab_size = 4096;        // BPE training only
-  std::string tokenizer_model;      // reuse this sentencepiece model instead of training
+  std::string tokenizer_model;      // reuse this tokenizer instead of training: a sentencepiece model,
+                                    // an HF tokenizer.json, or a directory holding an fbt tokenizer
+                                    // (meta.json: a run's tokenizer/, a data dir) or a tokenizer.json
   std::string text_field = "text";  // JSONL field holding a document
   std::string doc_split = "file";   // "file": one document per file; "blank": blank-line blocks
   double val_fraction = 0.1;        // in (0, 1)

@@ -1,4 +1,5 @@
-// Tokenizers behind one interface: byte-level (bits-per-byte work) and sentencepiece BPE.
+// Tokenizers behind one interface: byte-level (bits-per-byte work), sentencepiece BPE, and
+// Hugging Face byte-level BPE (hf_tokenizer.h, for imported models).
 //
 // Byte tokenizer ids: 0..255 are the bytes themselves, then PAD = 256, BOS = 257, EOS = 258
 // (vocab 259). It round-trips any byte string exactly, UTF-8 or not.
@@ -44,16 +45,22 @@ class Tokenizer {
   virtual int64_t bos_id() const = 0;
   virtual int64_t eos_id() const = 0;
   virtual int64_t pad_id() const = 0;
-  /// "byte" or "bpe" (the meta.json "tokenizer.type").
+  /// "byte", "bpe" or "hf_bpe" (the meta.json "tokenizer.type").
   virtual std::string type() const = 0;
+  /// The ids a document starts with, put before a prompt: fbt's training streams separate
+  /// documents by EOS, so {eos_id()} for fbt's own tokenizers (HfBpeTokenizer: its BOS or nothing).
+  virtual std::vector<int64_t> document_prefix() const { return {eos_id()}; }
+  /// The files the tokenizer's directory holds beside meta.json: {file name, bytes}.
+  virtual std::vector<std::pair<std::string, std::string>> files() const { return {}; }
 
   /// The dataset meta.json "tokenizer" block: type, vocab_size, bos_id, eos_id, pad_id; BPE adds
   /// unk_id, model (file name inside the data dir) and model_sha256.
   virtual nlohmann::json meta() const;
 
   /// The tokenizer of a prepared data dir: reads DIR/meta.json and, for BPE, DIR/tokenizer.model
-  /// (checked against meta's sha256, vocab size and special ids). Throws fbt::Error naming the
-  /// file or field at fault.
+  /// (for hf_bpe DIR/tokenizer.json and the chat template; HfBpeTokenizer::from_dir), checked
+  /// against meta's sha256, vocab size and special ids. Throws fbt::Error naming the file or field
+  /// at fault.
   static std::unique_ptr<Tokenizer> load(const std::string& data_dir);
 };
 
@@ -127,6 +134,7 @@ class BpeTokenizer : public Tokenizer {
   std::vector<std::string> text_changing_settings() const;
   std::string type() const override { return "bpe"; }
   nlohmann::json meta() const override;
+  std::vector<std::pair<std::string, std::string>> files() const override { return {{"tokenizer.model", proto_}}; }
 
  private:
   struct Model;

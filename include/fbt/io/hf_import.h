@@ -13,16 +13,6 @@
 
 namespace fbt {
 
-/// The tokenizer "type" an import records while HF tokenizers cannot be imported yet: the run's
-/// tokenizer/meta.json and the checkpoint say so, and every command that needs the tokenizer
-/// stops with an error saying tokenizer import is not implemented yet.
-inline constexpr const char* kHfPendingTokenizer = "hf-pending";
-
-/// The tokenizer block of an import while it is pending: {"type": "hf-pending", "vocab_size",
-/// "bos_id", "eos_id", "pad_id" (ids or -1 / null), "missing"}.
-nlohmann::json pending_tokenizer(int64_t vocab_size, const nlohmann::json& bos_id, const nlohmann::json& eos_id,
-                                 const nlohmann::json& pad_id);
-
 /// The config.json model_type values import_hf_model reads: "llama", "qwen2", "qwen3".
 std::vector<std::string> hf_supported_model_types();
 
@@ -54,14 +44,13 @@ std::string hf_tensor_name(const std::string& fbt_name);
 
 /// An imported model (from HF or GGUF, gguf_import.h) and what the run directory records about it.
 struct HfImport {
-  FBT model{nullptr};        ///< fp32, CPU, eval mode
-  nlohmann::json tokenizer;  ///< {"type": "hf-pending", "vocab_size", "bos_id", "eos_id", "missing"}
-  nlohmann::json source;     ///< provenance: directory or file, model_type/architecture, files, dtypes
-  // The tokenizer as Hugging Face files (the GGUF import synthesizes them; null when not known).
-  // Names agreed with the tokenizer-import work (/work/tok), which writes them with
-  // write_hf_tokenizer_dir; until that is merged write_imported_run writes them itself.
-  nlohmann::json hf_tokenizer;         ///< an HF tokenizer.json object
-  nlohmann::json hf_tokenizer_config;  ///< tokenizer_config.json: bos_token, eos_token, pad_token, add_bos_token, chat_template
+  FBT model{nullptr};  ///< fp32, CPU, eval mode
+  /// tokenizer.json content (a GGUF import synthesizes one); written by write_hf_tokenizer_dir.
+  nlohmann::json hf_tokenizer;
+  /// tokenizer_config.json's bos_token, eos_token, pad_token, add_bos_token and chat_template
+  /// (those present; special tokens as strings or {"content": ...}).
+  nlohmann::json hf_tokenizer_config = nlohmann::json::object();
+  nlohmann::json source;  ///< provenance: directory or file, model_type/architecture, files, dtypes
 };
 
 /// The fbt parameters of an importer, by fbt name (FBT::named_parameters()).
@@ -79,7 +68,10 @@ nlohmann::json fusion_init_record(const HfImportOptions& options);
 
 /// Reads DIR/config.json and DIR/model.safetensors or the shards listed by
 /// DIR/model.safetensors.index.json (BF16/F16/F32 tensors, converted to fp32), and builds the
-/// fbt model. fbt's RoPE is rotate-half like HF's, so q/k weights are copied unpermuted.
+/// fbt model. Reads DIR/tokenizer.json (required: sentencepiece-only directories, with just
+/// tokenizer.model, are not supported) and DIR/tokenizer_config.json (optional); a special token
+/// tokenizer_config.json does not name is taken from config.json's bos/eos/pad_token_id. The
+/// tokenizer is checked (HfBpeTokenizer::from_hf) here, before anything is written. fbt's RoPE is rotate-half like HF's, so q/k weights are copied unpermuted.
 /// The fusion, which HF models lack, starts as in SPEC §4: W_U = I and W_G ~ N(0,
 /// fusion_gate_init_std) drawn with `seed`; the input norm's gain is the per-dimension RMS of
 /// the embedding table (FBT::match_input_norm_to_embedding), so a fused input has the scale of
@@ -89,9 +81,9 @@ nlohmann::json fusion_init_record(const HfImportOptions& options);
 HfImport import_hf_model(const std::string& dir, const HfImportOptions& options = {});
 
 /// Writes `imported` as an fbt run directory (run_dir.h): RUNDIR/step-0000000/model.safetensors
-/// (save_model, step 0), RUNDIR/latest, RUNDIR/tokenizer/meta.json (the hf-pending tokenizer
-/// block), RUNDIR/tokenizer/tokenizer.json and tokenizer_config.json when hf_tokenizer is set,
-/// and RUNDIR/run.json (config and provenance). RUNDIR must not exist or be empty;
+/// (save_model, step 0, recording the tokenizer's meta block), RUNDIR/latest, RUNDIR/tokenizer/
+/// (write_hf_tokenizer_dir: tokenizer.json, meta.json, chat_template.jinja) and RUNDIR/run.json
+/// (config and provenance). RUNDIR must not exist or be empty;
 /// otherwise fbt::Error naming it, before anything is written.
 void write_imported_run(const HfImport& imported, const std::string& run_dir);
 
