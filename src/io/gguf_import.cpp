@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "fbt/data/hf_tokenizer.h"
 #include "fbt/io/gguf_quants.h"
 #include "fbt/io/gguf_tokenizer.h"
 #include "fbt/util/error.h"
@@ -173,14 +174,13 @@ HfImport import_gguf_model(const std::string& path, const HfImportOptions& optio
   const auto config = gguf_model_config(file, options);
   const auto arch = file.metadata.at("general.architecture").get<std::string>();
   auto tokenizer = hf_tokenizer_from_gguf(file);  // before the weights: its errors are quick
+  HfBpeTokenizer::from_hf(tokenizer.tokenizer, tokenizer.config, config.vocab_size, path);  // checks it
   std::map<std::string, int> types;
   HfImport out;
   out.model = build_imported_model(config, options,
                                    [&](ImportParams& params) { types = load_tensors(file, arch, config, params); });
   out.hf_tokenizer = std::move(tokenizer.tokenizer);
   out.hf_tokenizer_config = std::move(tokenizer.config);
-  const auto id = [&](const std::string& key) { return meta_or<int64_t>(file, "tokenizer.ggml." + key, -1); };
-  out.tokenizer = pending_tokenizer(config.vocab_size, id("bos_token_id"), id("eos_token_id"), id("padding_token_id"));
   out.source = {{"format", "gguf"},
                 {"file", fs::absolute(path).lexically_normal().string()},
                 {"file_bytes", file.file_size},
