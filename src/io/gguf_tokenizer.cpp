@@ -97,8 +97,10 @@ json hf_pre_tokenizer_of_gguf(const std::string& pre, const std::string& origin)
 }
 
 HfTokenizerFiles hf_tokenizer_from_gguf(const GgufFile& f) {
-  if (!f.metadata.contains("tokenizer.ggml.model")) return {};
   const std::string origin = "'" + f.path + "'";
+  if (!f.metadata.contains("tokenizer.ggml.model"))
+    throw Error(origin + ": metadata key 'tokenizer.ggml.model' is missing: the file carries no tokenizer "
+                "(tokenizer.ggml.*), and fbt imports a model only with its tokenizer");
   const auto& model_value = f.metadata.at("tokenizer.ggml.model");
   const std::string model = model_value.is_string() ? model_value.get<std::string>() : model_value.dump();
   if (model == "llama")

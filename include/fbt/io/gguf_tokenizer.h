@@ -11,7 +11,7 @@ namespace fbt {
 
 /// The two files of an HF tokenizer directory, as JSON objects.
 struct HfTokenizerFiles {
-  nlohmann::json tokenizer;  ///< tokenizer.json; null when the GGUF file has no tokenizer
+  nlohmann::json tokenizer;  ///< tokenizer.json
   nlohmann::json config;     ///< tokenizer_config.json: bos_token, eos_token, pad_token, add_bos_token, chat_template
 };
 
@@ -30,9 +30,10 @@ nlohmann::json hf_pre_tokenizer_of_gguf(const std::string& pre, const std::strin
 /// added_tokens = the CONTROL (token_type 3, special) and USER_DEFINED (4, not special) tokens,
 /// the pre_tokenizer above, decoder ByteLevel, and a BOS-prepending post_processor when
 /// tokenizer.ggml.add_bos_token is true. The config holds bos/eos/pad tokens (by id), add_bos_token
-/// and tokenizer.chat_template. No tokenizer.ggml.model: both null. Throws fbt::Error naming the
-/// file and the key for model "llama" (SentencePiece: not supported yet) or any other model, a
-/// missing or mistyped token list or merges, or a special-token id outside the vocabulary.
+/// and tokenizer.chat_template. Throws fbt::Error naming the file and the key for a missing
+/// tokenizer.ggml.model (a file without a tokenizer: fbt imports none without one), model
+/// "llama" (SentencePiece: not supported yet) or any other model, a missing or mistyped token
+/// list or merges, or a special-token id outside the vocabulary.
 HfTokenizerFiles hf_tokenizer_from_gguf(const GgufFile& file);
 
 }  // namespace fbt
