@@ -396,6 +396,10 @@ def cases():
         ["gemma.gguf", "architecture \"gemma\"", "llama, qwen2, qwen3"],
         setup=lambda: write_bytes("gemma.gguf", open(GGUF_FIXTURE, "rb").read().replace(
             b"\x05" + b"\0" * 7 + b"llama", b"\x05" + b"\0" * 7 + b"gemma", 1)))
+    add("import-gguf-no-tokenizer", ["import", "--from", "gguf", "notok.gguf", "--out", "i10"],
+        ["notok.gguf", "tokenizer.ggml.model", "missing"],
+        setup=lambda: write_bytes("notok.gguf", open(GGUF_FIXTURE, "rb").read().replace(
+            b"tokenizer.ggml.model", b"tokenizer.ggml.modeX", 1)))
     add("import-missing-dir", ["import", "--from", "hf", "nohf", "--out", "i2"], "nohf")
     add("import-no-config", ["import", "--from", "hf", "corpus", "--out", "i3"], "config.json")
     add("import-unsupported-model-type", ["import", "--from", "hf", "gpt2", "--out", "i4"],
