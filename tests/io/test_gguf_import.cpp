@@ -1,14 +1,17 @@
 // GGUF import (issue 17): the tiny GGUF files of tests/fixtures/gguf (F32, Q8_0, Q4_0, Q4_1 of the
 // HF fixtures, written like llama.cpp's converter) give transformers' logits of the same files in
 // fbt's standard mode; the llama q/k un-permutation restores the HF weights exactly; the
-// tokenizer becomes HF files; unsupported architectures and tokenizers are named.
+// tokenizer becomes HF files that encode as the HF fixtures' tokenizer.json; unsupported
+// architectures and tokenizers, and files without a tokenizer, are named.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #include "cli_test_helpers.h"
 #include "expect_error.h"
+#include "fbt/data/hf_tokenizer.h"
 #include "fbt/io/gguf_import.h"
 #include "fbt/io/gguf_tokenizer.h"
 #include "fbt/io/safetensors.h"
@@ -70,7 +73,7 @@ TEST(GgufImport, ConfigsAndProvenance) {
   EXPECT_EQ(q8.source.at("sha256_sampled").get<std::string>().size(), 64u);
   const auto qwen2 = import_gguf_model(fixture("qwen2_q4_0")).model->config();
   EXPECT_TRUE(qwen2.attention_bias && !qwen2.attention_out_bias && !qwen2.qk_norm);
-  EXPECT_EQ(qwen2.doc_separator_id, 3);
+  EXPECT_EQ(qwen2.doc_separator_id, 2);  // tokenizer.ggml.eos_token_id: <|im_end|>
   const auto qwen3 = import_gguf_model(fixture("qwen3_q4_1")).model->config();
   EXPECT_TRUE(qwen3.qk_norm && !qwen3.attention_bias);
   EXPECT_EQ(qwen3.head_dim(), 32);  // attention.key_length, not 64 / 4
@@ -81,27 +84,66 @@ TEST(GgufImport, TokenizerBecomesHfFiles) {
   const auto& t = imported.hf_tokenizer;
   ASSERT_TRUE(t.is_object());
   EXPECT_EQ(t.at("model").at("type"), "BPE");
-  EXPECT_EQ(t.at("model").at("vocab").size(), 128u);
-  EXPECT_EQ(t.at("model").at("vocab").at("<|im_end|>"), 2);
-  EXPECT_EQ(t.at("model").at("merges").size(), 128u - 3 - 95);
-  ASSERT_EQ(t.at("added_tokens").size(), 3u);  // the CONTROL tokens
-  EXPECT_EQ(t.at("added_tokens")[1].at("content"), "<|im_start|>");
-  EXPECT_TRUE(t.at("added_tokens")[1].at("special").get<bool>());
-  EXPECT_EQ(t.at("pre_tokenizer").at("pretokenizers")[0].at("type"), "Digits");  // smollm
+  EXPECT_EQ(t.at("model").at("vocab").size(), 384u);  // the HF tokenizer's 360 and 24 "[PAD{i}]" (UNUSED)
+  EXPECT_EQ(t.at("model").at("vocab").at("<|end_of_text|>"), 1);
+  EXPECT_EQ(t.at("model").at("vocab").at("[PAD383]"), 383);
+  EXPECT_TRUE(t.at("model").at("ignore_merges").get<bool>());  // llama-bpe, as Llama-3's tokenizer.json
+  EXPECT_EQ(t.at("model").at("merges").size(), 99u);
+  ASSERT_EQ(t.at("added_tokens").size(), 5u);  // the CONTROL tokens, not the UNUSED padding
+  EXPECT_EQ(t.at("added_tokens")[3].at("content"), "<|im_start|>");
+  EXPECT_TRUE(t.at("added_tokens")[3].at("special").get<bool>());
+  EXPECT_EQ(t.at("pre_tokenizer").at("pretokenizers")[0].at("type"), "Split");  // llama-bpe
   EXPECT_EQ(t.at("decoder").at("type"), "ByteLevel");
-  EXPECT_EQ(imported.hf_tokenizer_config.at("bos_token"), "<|im_start|>");
-  EXPECT_EQ(imported.hf_tokenizer_config.at("eos_token"), "<|im_end|>");
-  EXPECT_FALSE(imported.hf_tokenizer_config.at("add_bos_token").get<bool>());
+  EXPECT_EQ(imported.hf_tokenizer_config.at("bos_token"), "<|begin_of_text|>");
+  EXPECT_EQ(imported.hf_tokenizer_config.at("eos_token"), "<|end_of_text|>");
+  EXPECT_TRUE(imported.hf_tokenizer_config.at("add_bos_token").get<bool>());
   EXPECT_NE(imported.hf_tokenizer_config.at("chat_template").get<std::string>().find("<|im_start|>"), std::string::npos);
-  EXPECT_TRUE(import_gguf_model(fixture("qwen2_q4_0")).hf_tokenizer.is_null());  // no tokenizer.ggml.model
+  const auto qwen2 = import_gguf_model(fixture("qwen2_q4_0"));
+  EXPECT_TRUE(qwen2.hf_tokenizer_config.at("bos_token").is_null());
+  EXPECT_EQ(qwen2.hf_tokenizer_config.at("pad_token"), "<|endoftext|>");
+  EXPECT_FALSE(qwen2.hf_tokenizer_config.at("add_bos_token").get<bool>());
 
   const auto llama3 = hf_pre_tokenizer_of_gguf("llama-bpe", "x.gguf");
   EXPECT_EQ(llama3.at("pretokenizers").size(), 2u);
   EXPECT_EQ(llama3.at("pretokenizers")[0].at("behavior"), "Isolated");
   EXPECT_FALSE(llama3.at("pretokenizers")[1].at("use_regex").get<bool>());
   EXPECT_EQ(hf_pre_tokenizer_of_gguf("default", "x.gguf").at("pretokenizers").size(), 5u);  // 4 regexes + ByteLevel
+  EXPECT_EQ(hf_pre_tokenizer_of_gguf("smollm", "x.gguf").at("pretokenizers")[0].at("type"), "Digits");
   expect_error([] { hf_pre_tokenizer_of_gguf("deepseek-llm", "x.gguf"); },
                {"x.gguf", "tokenizer.ggml.pre", "\"deepseek-llm\"", "smollm", "llama-bpe", "qwen2"});
+}
+
+// Each fixture's tokenizer, converted to tokenizer.ggml.* as llama.cpp's converter does and back to
+// HF files by fbt, encodes as HF tokenizers does with the HF fixture's own tokenizer.json
+// (expected_ids.json, made by make_fixtures.py) and as fbt does with that tokenizer.json.
+TEST(GgufImport, TokenizerGivesTheHfFixturesIds) {
+  const auto expected = nlohmann::json::parse(testing::slurp(kFixtures / "expected_ids.json")).at("fixtures");
+  const std::map<std::string, std::string> hf = {{"llama_tied_f32", "llama_tied"}, {"llama_untied_q8_0", "llama_untied"},
+                                                 {"qwen2_q4_0", "qwen2"}, {"qwen3_q4_1", "qwen3"}};
+  for (const auto& name : kNames) {
+    SCOPED_TRACE(name);
+    const auto imported = import_gguf_model(fixture(name));
+    const auto vocab = imported.model->config().vocab_size;
+    const auto gguf = HfBpeTokenizer::from_hf(imported.hf_tokenizer, imported.hf_tokenizer_config, vocab, fixture(name));
+    const auto hf_dir = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "hf" / hf.at(name);
+    const auto own = HfBpeTokenizer::from_hf(nlohmann::json::parse(testing::slurp(hf_dir / "tokenizer.json")),
+                                             nlohmann::json::parse(testing::slurp(hf_dir / "tokenizer_config.json")),
+                                             vocab, hf_dir.string());
+    ASSERT_EQ(expected.at(name).size(), 5u);
+    for (const auto& e : expected.at(name)) {
+      const auto text = e.at("text").get<std::string>();
+      SCOPED_TRACE(text);
+      auto ids = gguf->document_prefix();  // HF's ids hold the BOS (Llama-3) that fbt's encode leaves to documents
+      for (const auto id : gguf->encode(text)) ids.push_back(id);
+      EXPECT_EQ(ids, e.at("ids").get<std::vector<int64_t>>());
+      EXPECT_EQ(gguf->encode(text), own->encode(text));
+    }
+    EXPECT_EQ(gguf->bos_id(), own->bos_id());
+    EXPECT_EQ(gguf->eos_id(), own->eos_id());
+    EXPECT_EQ(gguf->pad_id(), own->pad_id());
+    EXPECT_EQ(gguf->document_prefix(), own->document_prefix());
+    EXPECT_EQ(gguf->chat_template(), own->chat_template());
+  }
 }
 
 TEST(GgufImport, RunDirectoryHoldsTheTokenizerFiles) {
@@ -109,23 +151,34 @@ TEST(GgufImport, RunDirectoryHoldsTheTokenizerFiles) {
   const auto run = tmp.path / "run";
   write_imported_run(import_gguf_model(fixture("llama_tied_f32")), run.string());
   const auto tokenizer = nlohmann::json::parse(testing::slurp(run / "tokenizer" / "tokenizer.json"));
-  EXPECT_EQ(tokenizer.at("model").at("vocab").size(), 128u);
-  EXPECT_TRUE(fs::is_regular_file(run / "tokenizer" / "tokenizer_config.json"));
+  EXPECT_EQ(tokenizer.at("model").at("vocab").size(), 384u);
+  EXPECT_TRUE(fs::is_regular_file(run / "tokenizer" / "chat_template.jinja"));
+  const auto meta = nlohmann::json::parse(testing::slurp(run / "tokenizer" / "meta.json")).at("tokenizer");
+  EXPECT_EQ(meta.at("type"), "hf_bpe");
+  EXPECT_EQ(meta.at("vocab_size"), 384);
+  EXPECT_EQ(meta.at("bos_id"), 0);
+  EXPECT_TRUE(meta.at("add_bos").get<bool>());
   const auto record = nlohmann::json::parse(testing::slurp(run / "run.json"));
   EXPECT_EQ(record.at("imported_from").at("format"), "gguf");
+  EXPECT_EQ(record.at("imported_from").at("tokenizer_pre"), "llama-bpe");
   EXPECT_EQ(record.at("imported_from").at("tensor_types").at("F32"), 20);  // all: embedding, final norm, 9 per block
 }
 
-/// A copy of the llama fixture in `dir` with the first occurrence of `from` replaced by `to`
-/// (same length, so every offset stays valid).
-std::string patched(const fs::path& dir, const std::string& from, const std::string& to) {
+/// A copy of the llama fixture in `dir` with the first occurrence of each `from` replaced by its
+/// `to` (same length, so every offset stays valid).
+std::string patched(const fs::path& dir, const std::vector<std::pair<std::string, std::string>>& edits) {
   auto bytes = testing::slurp(fixture("llama_tied_f32"));
-  const auto at = bytes.find(from);
-  EXPECT_NE(at, std::string::npos);
-  bytes.replace(at, from.size(), to);
+  for (const auto& [from, to] : edits) {
+    const auto at = bytes.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) bytes.replace(at, from.size(), to);
+  }
   const auto path = (dir / "patched.gguf").string();
   testing::write_file(path, bytes);
   return path;
+}
+std::string patched(const fs::path& dir, const std::string& from, const std::string& to) {
+  return patched(dir, {{from, to}});
 }
 
 TEST(GgufImport, UnsupportedArchitectureAndTokenizerAreNamed) {
@@ -136,12 +189,24 @@ TEST(GgufImport, UnsupportedArchitectureAndTokenizerAreNamed) {
                {"'" + path + "'", "architecture \"gemma\"", "not supported", "llama, qwen2, qwen3"});
   path = patched(tmp.path, std::string("\x04\0\0\0\0\0\0\0gpt2", 12), std::string("\x04\0\0\0\0\0\0\0bert", 12));
   expect_error([&] { import_gguf_model(path); }, {path, "tokenizer.ggml.model", "\"bert\"", "gpt2"});
-  path = patched(tmp.path, "smollm", "smolxx");
-  expect_error([&] { import_gguf_model(path); }, {path, "tokenizer.ggml.pre", "\"smolxx\""});
+  path = patched(tmp.path, "llama-bpe", "llama-xxx");
+  expect_error([&] { import_gguf_model(path); }, {path, "tokenizer.ggml.pre", "\"llama-xxx\""});
   path = patched(tmp.path, "llama.feed_forward_length", "llama.feed_forward_lengtX");
   expect_error([&] { import_gguf_model(path); }, {path, "metadata key 'llama.feed_forward_length' is missing"});
   path = patched(tmp.path, "blk.1.ffn_up.weight", "blk.1.ffn_up.weighX");
   expect_error([&] { import_gguf_model(path); }, {path, "missing tensor 'blk.1.ffn_up.weight'"});
+}
+
+// A file without tokenizer metadata (no tokenizer.ggml.model; the rest of tokenizer.ggml.* ignored)
+// is refused, naming the file and the key, before any weight is read: a missing tensor is not
+// what it reports.
+TEST(GgufImport, FileWithoutTokenizerIsNamed) {
+  testing::TempDir tmp;
+  const auto path = patched(tmp.path, {{"tokenizer.ggml.model", "tokenizer.ggml.modeX"},
+                                       {"blk.1.ffn_up.weight", "blk.1.ffn_up.weighX"}});
+  expect_error([&] { import_gguf_model(path); },
+               {"'" + path + "'", "metadata key 'tokenizer.ggml.model' is missing", "no tokenizer"});
+  expect_error([&] { hf_tokenizer_from_gguf(read_gguf(path)); }, {path, "tokenizer.ggml.model"});
 }
 
 }  // namespace

@@ -81,6 +81,27 @@ TEST(ImportCli, FromGgufWritesTheRunAndTheTokenizerFiles) {
   const auto record = testing::slurp(run / "run.json");
   EXPECT_NE(record.find("\"sha256_sampled\""), std::string::npos);
 
+  // The F32 file holds the HF fixture's weights and tokenizer: generate gives transformers' greedy
+  // text of the HF fixture's prompt, through the tokenizer converted from tokenizer.ggml.*.
+  const auto expected = load_foreign_tensors((kFixture / "expected_logits.safetensors").string());
+  std::vector<int64_t> greedy;
+  for (const auto& [key, t] : expected.tensors)
+    if (key == "greedy") greedy.assign(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
+  greedy.erase(std::find(greedy.begin(), greedy.end(), 1), greedy.end());  // up to the EOS
+  testing::write_file(tmp.path / "prompt.txt", expected.metadata.at("prompt").get<std::string>());
+  r = testing::run_cli(tmp.path, "generate --checkpoint " + run.string() + " --prompt-file " +
+                                     (tmp.path / "prompt.txt").string() + " --max-new-tokens 8 --temperature 0");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, Tokenizer::load((run / "tokenizer").string())->decode(greedy) + "\n");
+  // A quantized qwen2 file: imported and generating too.
+  const auto qwen2 = tmp.path / "qwen2";
+  r = testing::run_cli(tmp.path, "import --from gguf " + (gguf.parent_path() / "qwen2_q4_0.gguf").string() + " --out " +
+                                     qwen2.string());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  r = testing::run_cli(tmp.path, "generate --checkpoint " + qwen2.string() + " --prompt 'Hello world' --max-new-tokens 4 --temperature 0");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_FALSE(r.out.empty());
+
   // A directory where a file is expected, and a file that is not GGUF: named, nothing written.
   const auto bad = tmp.path / "bad.gguf";
   testing::write_file(bad, "GGML not a gguf file");
