@@ -25,16 +25,16 @@ TEST(Gguf, ReadsMetadataAndTensorInfos) {
   EXPECT_EQ(f.metadata.at("general.architecture"), "llama");
   EXPECT_EQ(f.metadata.at("llama.block_count"), 2);
   EXPECT_NEAR(f.metadata.at("llama.attention.layer_norm_rms_epsilon").get<double>(), 1e-5, 1e-12);  // FLOAT32
-  EXPECT_EQ(f.metadata.at("tokenizer.ggml.tokens").size(), 128u);  // an array of strings
-  EXPECT_EQ(f.metadata.at("tokenizer.ggml.tokens")[0], "<|endoftext|>");
+  EXPECT_EQ(f.metadata.at("tokenizer.ggml.tokens").size(), 384u);  // an array of strings
+  EXPECT_EQ(f.metadata.at("tokenizer.ggml.tokens")[0], "<|begin_of_text|>");
   EXPECT_EQ(f.alignment, 32u);
   EXPECT_EQ(f.data_offset % 32, 0u);
   const auto* embd = f.find("token_embd.weight");
   ASSERT_NE(embd, nullptr);
-  EXPECT_EQ(embd->ne, (std::vector<int64_t>{64, 128}));   // fastest first
-  EXPECT_EQ(embd->shape(), (std::vector<int64_t>{128, 64}));  // V rows of D
+  EXPECT_EQ(embd->ne, (std::vector<int64_t>{64, 384}));   // fastest first
+  EXPECT_EQ(embd->shape(), (std::vector<int64_t>{384, 64}));  // V rows of D
   const auto t = read_gguf_tensor(f, *embd);
-  EXPECT_EQ(t.sizes(), (std::vector<int64_t>{128, 64}));
+  EXPECT_EQ(t.sizes(), (std::vector<int64_t>{384, 64}));
   EXPECT_EQ(t.scalar_type(), torch::kFloat);
   EXPECT_EQ(f.find("output.weight"), nullptr);  // tied
 }
