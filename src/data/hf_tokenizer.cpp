@@ -18,6 +18,7 @@
 #include "fbt/data/hf_pretokenizer.h"
 #include "fbt/io/run_dir.h"
 #include "fbt/util/error.h"
+#include "fbt/util/read_file.h"
 #include "fbt/util/hash.h"
 #include "fbt/util/json_fields.h"
 
@@ -29,14 +30,6 @@ constexpr const char* kModelFile = "tokenizer.json";
 constexpr const char* kTemplateFile = "chat_template.jinja";
 constexpr size_t kCacheEntries = 1 << 16;  // pre-token -> ids cache, cleared when full
 constexpr size_t kCachedPieceBytes = 256;  // longer pre-tokens are not cached
-
-std::string read_text(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open " + what + " '" + path + "'");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
 
 /// GPT-2's bytes_to_unicode (HF pre_tokenizers/byte_level.rs): the printable bytes 33-126,
 /// 161-172 and 174-255 stand for themselves, the others for U+0100 onwards in byte order.
@@ -422,12 +415,12 @@ std::unique_ptr<HfBpeTokenizer> HfBpeTokenizer::from_text(const std::string& jso
 std::unique_ptr<HfBpeTokenizer> HfBpeTokenizer::from_dir(const std::string& dir, const nlohmann::json& t,
                                                          const std::string& meta_path) {
   const std::string model = (fs::path(dir) / t.at("model").get<std::string>()).string();
-  const std::string text = read_text(model, "tokenizer file");
+  const std::string text = read_whole_file(model, "tokenizer file");
   if (sha256_hex(text.data(), text.size()) != t.at("model_sha256").get<std::string>())
     throw Error("'" + model + "' does not match the sha256 recorded in '" + meta_path + "' (field tokenizer.model_sha256)");
   std::string chat_template;
   if (t.contains("chat_template"))
-    chat_template = read_text((fs::path(dir) / t.at("chat_template").get<std::string>()).string(), "chat template");
+    chat_template = read_whole_file((fs::path(dir) / t.at("chat_template").get<std::string>()).string(), "chat template");
   HfSpecialIds ids{t.at("bos_id").get<int64_t>(), t.at("eos_id").get<int64_t>(), t.at("pad_id").get<int64_t>(),
                    t.at("add_bos").get<bool>()};
   return from_text(text, "'" + model + "'", t.at("vocab_size").get<int64_t>(), ids, std::move(chat_template));
@@ -435,11 +428,11 @@ std::unique_ptr<HfBpeTokenizer> HfBpeTokenizer::from_dir(const std::string& dir,
 
 std::unique_ptr<HfBpeTokenizer> HfBpeTokenizer::from_file(const std::string& path) {
   const std::string origin = "'" + path + "'";
-  const auto j = parse_json(read_text(path, "tokenizer file"), origin);
+  const auto j = parse_json(read_whole_file(path, "tokenizer file"), origin);
   const auto config_path = fs::path(path).parent_path() / "tokenizer_config.json";
   nlohmann::json config;
   if (fs::is_regular_file(config_path))
-    config = parse_json(read_text(config_path.string(), "tokenizer config"), "'" + config_path.string() + "'");
+    config = parse_json(read_whole_file(config_path.string(), "tokenizer config"), "'" + config_path.string() + "'");
   int64_t vocab = 0;
   try {
     for (const auto& [token, id] : j.at("model").at("vocab").items()) vocab = std::max(vocab, id.get<int64_t>() + 1);

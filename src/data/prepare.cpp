@@ -12,6 +12,7 @@
 #include "fbt/data/shards.h"
 #include "fbt/data/tokenizer.h"
 #include "fbt/util/error.h"
+#include "fbt/util/read_file.h"
 #include "fbt/util/hash.h"
 
 namespace fbt {
@@ -21,15 +22,6 @@ namespace {
 constexpr const char* kOutputs[] = {"meta.json", "train.bin", "val.bin", "tokenizer.model", "tokenizer.json",
                                     "chat_template.jinja"};
 constexpr const char* kTokenizerFiles[] = {"tokenizer.model", "tokenizer.json", "chat_template.jinja"};
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read input file '" + path.string() + "'");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) throw Error("read error on input file '" + path.string() + "'");
-  return buf.str();
-}
 
 bool is_blank(std::string_view line) {
   return line.find_first_not_of(" \t\r\f\v") == std::string_view::npos;
@@ -263,7 +255,7 @@ Corpus read_corpus(const std::vector<std::string>& inputs, const std::string& te
     for (const fs::path& file : input_files(input)) {
       const fs::path abs = fs::weakly_canonical(fs::absolute(file));
       if (!seen.insert(abs).second) throw Error("--input: file '" + abs.string() + "' is given twice");
-      const std::string text = read_file(file);
+      const std::string text = read_whole_file(file.string(), "input file");
       SourceFile src;
       src.path = abs.string();
       src.sha256 = sha256_hex(text.data(), text.size());

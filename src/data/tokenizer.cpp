@@ -20,6 +20,7 @@
 #include "fbt/data/hf_tokenizer.h"
 #include "fbt/data/shards.h"
 #include "fbt/util/error.h"
+#include "fbt/util/read_file.h"
 #include "fbt/util/hash.h"
 
 extern char** environ;
@@ -33,14 +34,6 @@ constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 
 // sentencepiece ModelProto.SentencePiece.Type
 enum PieceType { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
-
-std::string read_binary(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open " + what + " '" + path + "'");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
 
 /// Length of the valid UTF-8 character at the start of `s` (as sentencepiece's DecodeUTF8:
 /// no overlongs, surrogates or code points above U+10FFFF), or 0 if it is malformed.
@@ -463,7 +456,7 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_serialized(std::string proto, c
 }
 
 std::unique_ptr<BpeTokenizer> BpeTokenizer::from_file(const std::string& path) {
-  return from_serialized(read_binary(path, "tokenizer model"), "tokenizer model '" + path + "'");
+  return from_serialized(read_whole_file(path, "tokenizer model"), "tokenizer model '" + path + "'");
 }
 
 std::unique_ptr<BpeTokenizer> BpeTokenizer::train(const std::vector<std::string>& documents,
@@ -520,11 +513,11 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::train(const std::vector<std::string>
       "--minloglevel=1",
   };
   const int status = run_program(argv, dir.string(), log);
-  r.spm_log = read_binary(log, "spm_train log");
+  r.spm_log = read_whole_file(log, "spm_train log");
   if (status != 0)
     throw Error("spm_train failed with status " + std::to_string(status) + ": " + tail(r.spm_log, 2000));
   const std::string model = (dir / "m.model").string();
-  return from_serialized(read_binary(model, "trained model"), "the trained BPE model");
+  return from_serialized(read_whole_file(model, "trained model"), "the trained BPE model");
 }
 
 void BpeTokenizer::save(const std::string& path) const {
