@@ -36,6 +36,15 @@ void add_prepare_command(CLI::App& app) {
   cmd->add_option("--doc-split", opts->doc_split,
                   "Documents of text files: file (one per file) or blank (blank-line blocks)")
       ->check(CLI::IsMember({"file", "blank"}))->capture_default_str();
+  cmd->add_option("--conversations", opts->conversations,
+                  "Prepare conversations for SFT instead of a text corpus: JSONL in the format messages "
+                  "({\"messages\": [{\"role\", \"content\"}]}), alpaca or gsm8k, rendered by the chat template "
+                  "of --tokenizer-model (an imported run's RUNDIR/tokenizer) with a loss mask on the assistant tokens")
+      ->check(CLI::IsMember({"messages", "alpaca", "gsm8k"}));
+  cmd->add_option("--chat-template", opts->chat_template,
+                  "With --conversations: auto (the tokenizer's own template; fbt's native one for fbt tokenizers), "
+                  "chatml, llama3 or fbt")
+      ->check(CLI::IsMember({"auto", "chatml", "llama3", "fbt"}))->capture_default_str();
   cmd->add_flag("--force", opts->force, "Overwrite a different dataset already in --out");
   cmd->callback([opts, vocab] {
     check_output_dir("--out", opts->out_dir);

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "fbt/data/hf_tokenizer.h"
+#include "fbt/data/sft_data.h"
 #include "fbt/data/shards.h"
 #include "fbt/data/tokenizer.h"
 #include "fbt/util/error.h"
@@ -19,8 +20,9 @@ namespace fbt {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr const char* kOutputs[] = {"meta.json", "train.bin", "val.bin", "tokenizer.model", "tokenizer.json",
-                                    "chat_template.jinja"};
+constexpr const char* kOutputs[] = {"meta.json",      "train.bin",      "val.bin",
+                                    "train.mask.bin", "val.mask.bin",   "tokenizer.model",
+                                    "tokenizer.json", "chat_template.jinja"};
 constexpr const char* kTokenizerFiles[] = {"tokenizer.model", "tokenizer.json", "chat_template.jinja"};
 
 bool is_blank(std::string_view line) {
@@ -129,6 +131,12 @@ void validate(const PrepareOptions& o) {
     throw Error("--val-fraction must be in (0, 1) (got " + std::to_string(o.val_fraction) + ")");
   if (o.tokenizer == "byte" && !o.tokenizer_model.empty())
     throw Error("--tokenizer-model needs --tokenizer bpe");
+  if (!o.conversations.empty()) {
+    check_conversation_format(o.conversations);
+    if (o.tokenizer == "bpe" && o.tokenizer_model.empty())
+      throw Error("--conversations renders chats with the model's tokenizer: give --tokenizer-model (an imported "
+                  "run's RUNDIR/tokenizer, or the data dir a model was trained on) or --tokenizer byte");
+  }
 }
 
 /// True if out_dir already holds this dataset (same options and sources) with intact files and
@@ -244,10 +252,38 @@ std::unique_ptr<Tokenizer> load_tokenizer_model(const std::string& path) {
   return BpeTokenizer::from_file(path);
 }
 
+/// The tokenizer of a dataset: the byte tokenizer, --tokenizer-model, or BPE trained on the train split.
+std::unique_ptr<Tokenizer> build_tokenizer(const PrepareOptions& o, const TrainValSplit& split, std::ostream& log) {
+  if (o.tokenizer == "byte") return std::make_unique<ByteTokenizer>();
+  if (!o.tokenizer_model.empty()) return load_tokenizer_model(o.tokenizer_model);
+  const auto t = std::chrono::steady_clock::now();
+  BpeTrainOptions bo;
+  bo.vocab_size = o.vocab_size;
+  bo.seed = o.seed;
+  BpeTrainReport report;
+  auto tok = BpeTokenizer::train(split.train, bo, &report);
+  log << "trained BPE tokenizer: vocab " << tok->vocab_size() << " (asked " << o.vocab_size << ") in "
+      << seconds_since(t) << " s\n";
+  log_bpe_training(report, bo, log);
+  return tok;
+}
+
+/// A conversation split (sft_data.h): the rendered conversations into `path` and their mask into
+/// a temp file of `temps` beside it; `block` gets the split's conversation counts.
+SplitStats write_conversation_split(const PrepareOptions& o, const Tokenizer& tok, const std::vector<std::string>& docs,
+                                    const std::string& split, const fs::path& path, TempFiles& temps,
+                                    nlohmann::json& block) {
+  const std::string origin = o.tokenizer_model.empty() ? "--tokenizer byte" : "--tokenizer-model " + o.tokenizer_model;
+  const auto chat = ChatTemplate::for_tokenizer(tok, o.chat_template, origin);
+  const auto c = write_conversations(docs, chat, tok.vocab_size(), path, temps.add(path.parent_path(), split + ".mask.bin"));
+  block = {{"conversations", c.conversations}, {"tokens", c.tokens}, {"scored_tokens", c.scored}};
+  return {c.tokens, c.bytes, c.conversations, 0, 0};
+}
+
 }  // namespace
 
 Corpus read_corpus(const std::vector<std::string>& inputs, const std::string& text_field,
-                   const std::string& doc_split) {
+                   const std::string& doc_split, const std::string& conversations) {
   Corpus corpus;
   std::set<fs::path> seen;
   for (const std::string& input : inputs) {
@@ -260,7 +296,13 @@ Corpus read_corpus(const std::vector<std::string>& inputs, const std::string& te
       src.path = abs.string();
       src.sha256 = sha256_hex(text.data(), text.size());
       src.bytes = static_cast<int64_t>(text.size());
-      src.documents = read_documents(file, text, text_field, doc_split, corpus.documents);
+      if (conversations.empty()) {
+        src.documents = read_documents(file, text, text_field, doc_split, corpus.documents);
+      } else {
+        auto c = read_conversations(file, text, conversations);
+        src.documents = static_cast<int64_t>(c.size());
+        corpus.documents.insert(corpus.documents.end(), std::make_move_iterator(c.begin()), std::make_move_iterator(c.end()));
+      }
       docs_from_input += src.documents;
       corpus.sources.push_back(std::move(src));
     }
@@ -308,7 +350,9 @@ TrainValSplit split_train_val(std::vector<std::string> documents, double val_fra
 nlohmann::json prepare_dataset(const PrepareOptions& o, std::ostream& log) {
   validate(o);
   const auto t0 = std::chrono::steady_clock::now();
-  Corpus corpus = read_corpus(o.inputs, o.text_field, o.doc_split);
+  Corpus corpus = read_corpus(o.inputs, o.text_field, o.doc_split, o.conversations);
+  if (!o.conversations.empty() && corpus.documents.size() < 2)
+    throw Error("--input: " + std::to_string(corpus.documents.size()) + " conversation(s); train and val need at least 2");
   int64_t corpus_bytes = 0;
   for (const auto& s : corpus.sources) corpus_bytes += s.bytes;
   log << "read " << corpus.documents.size() << " documents (" << corpus_bytes << " bytes) from "
@@ -323,7 +367,7 @@ nlohmann::json prepare_dataset(const PrepareOptions& o, std::ostream& log) {
     tokenizer_model = {{"path", abs}, {"sha256", sha256_hex_file(tokenizer_model_file(o.tokenizer_model).string())}};
   }
   const bool train_bpe = o.tokenizer == "bpe" && o.tokenizer_model.empty();
-  const nlohmann::json options = {
+  nlohmann::json options = {
       {"tokenizer", o.tokenizer},
       {"vocab_size", train_bpe ? nlohmann::json(o.vocab_size) : nlohmann::json(nullptr)},
       {"tokenizer_model", tokenizer_model},
@@ -331,6 +375,7 @@ nlohmann::json prepare_dataset(const PrepareOptions& o, std::ostream& log) {
       {"doc_split", o.doc_split},
       {"val_fraction", o.val_fraction},
       {"seed", o.seed}};
+  if (!o.conversations.empty()) options.update({{"conversations", o.conversations}, {"chat_template", o.chat_template}});
   const fs::path out(o.out_dir);
   if (up_to_date(out, options, sources, o.force, log)) {
     log << out.string() << " already holds this dataset; nothing to do\n";
@@ -340,29 +385,19 @@ nlohmann::json prepare_dataset(const PrepareOptions& o, std::ostream& log) {
   TrainValSplit split = split_train_val(std::move(corpus.documents), o.val_fraction, o.seed);
   log << "split: " << split.train.size() << " train / " << split.val.size() << " val documents\n";
 
-  std::unique_ptr<Tokenizer> tok;
-  if (o.tokenizer == "byte") {
-    tok = std::make_unique<ByteTokenizer>();
-  } else if (!o.tokenizer_model.empty()) {
-    tok = load_tokenizer_model(o.tokenizer_model);
-  } else {
-    const auto t = std::chrono::steady_clock::now();
-    BpeTrainOptions bo;
-    bo.vocab_size = o.vocab_size;
-    bo.seed = o.seed;
-    BpeTrainReport report;
-    tok = BpeTokenizer::train(split.train, bo, &report);
-    log << "trained BPE tokenizer: vocab " << tok->vocab_size() << " (asked " << o.vocab_size
-        << ") in " << seconds_since(t) << " s\n";
-    log_bpe_training(report, bo, log);
-  }
+  const auto tok = build_tokenizer(o, split, log);
 
   TempFiles temps;
   if (fs::create_directories(out)) temps.created_dir = out;
   const fs::path train_tmp = temps.add(out, "train.bin"), val_tmp = temps.add(out, "val.bin");
   const fs::path meta_tmp = temps.add(out, "meta.json");
-  const SplitStats train = write_split(split.train, *tok, train_tmp);
-  const SplitStats val = write_split(split.val, *tok, val_tmp);
+  nlohmann::json conversations;  // the conversation dataset's block of meta.json
+  const SplitStats train = o.conversations.empty() ? write_split(split.train, *tok, train_tmp)
+                                                   : write_conversation_split(o, *tok, split.train, "train", train_tmp, temps,
+                                                                              conversations["train"]);
+  const SplitStats val = o.conversations.empty() ? write_split(split.val, *tok, val_tmp)
+                                                 : write_conversation_split(o, *tok, split.val, "val", val_tmp, temps,
+                                                                            conversations["val"]);
   for (const auto& [name, s] : {std::pair{"train", train}, std::pair{"val", val}})
     if (s.tokens < 2)
       throw Error("corpus too small: the " + std::string(name) + " split has " + std::to_string(s.tokens) +
@@ -400,10 +435,18 @@ nlohmann::json prepare_dataset(const PrepareOptions& o, std::ostream& log) {
                                    "or unknown characters become <unk>)")
         << "; a model trained by fbt prepare (no --tokenizer-model) round-trips every valid UTF-8 document\n";
   }
-  const nlohmann::json meta = {{"format", "fbt-dataset"}, {"format_version", 1},
-                               {"tokenizer", tok->meta()}, {"splits", splits},
-                               {"sources", sources},       {"options", options},
-                               {"lossy_documents", lossy}};
+  nlohmann::json meta = {{"format", "fbt-dataset"}, {"format_version", 1},
+                         {"tokenizer", tok->meta()}, {"splits", splits},
+                         {"sources", sources},       {"options", options},
+                         {"lossy_documents", lossy}};
+  if (!o.conversations.empty()) {
+    const auto chat = ChatTemplate::for_tokenizer(*tok, o.chat_template, "");
+    conversations.update({{"format", o.conversations}, {"chat_template", chat.name()},
+                          {"end_of_turn_id", chat.end_of_turn_id()}});
+    meta["conversations"] = conversations;
+    log << "conversations: " << conversations["train"]["scored_tokens"] << " / " << conversations["val"]["scored_tokens"]
+        << " scored (assistant) tokens in train / val, chat template " << chat.name() << "\n";
+  }
   {
     std::ofstream f(meta_tmp);
     f << meta.dump(2) << "\n";
@@ -415,6 +458,11 @@ nlohmann::json prepare_dataset(const PrepareOptions& o, std::ostream& log) {
   fs::remove(out / "meta.json");
   fs::rename(train_tmp, out / "train.bin");
   fs::rename(val_tmp, out / "val.bin");
+  for (const char* split : {"train", "val"}) {
+    fs::remove(out / (std::string(split) + ".mask.bin"));
+    if (!o.conversations.empty())
+      fs::rename(out / ("." + std::string(split) + ".mask.bin.tmp"), out / (std::string(split) + ".mask.bin"));
+  }
   for (const char* name : kTokenizerFiles) fs::remove(out / name);
   for (const auto& [tmp, name] : tokenizer_tmps) fs::rename(tmp, out / name);
   fs::rename(meta_tmp, out / "meta.json");

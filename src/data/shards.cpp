@@ -292,6 +292,14 @@ void BatchLoader::skip() {
   ++drawn_;
 }
 
+MicroBatch BatchLoader::next_batch() {
+  auto [x, y] = next();
+  return {x, y, batch_ * seq_, batch_ * seq_};
+}
+MicroBatch BatchLoader::skip_batch() {
+  skip();
+  return {{}, {}, batch_ * seq_, batch_ * seq_};
+}
 nlohmann::json BatchLoader::state() const {
   std::ostringstream rng;
   rng << rng_;

@@ -97,6 +97,30 @@ std::vector<LossResult> evaluate_loss(FBT& model, const TokenShard& shard, const
   return results;
 }
 
+std::vector<double> evaluate_conversation_loss(FBT& model, const SftData& data, int64_t batch, int64_t seq,
+                                               int64_t pad_id, int64_t passes, int64_t max_tokens) {
+  if (batch < 1) throw Error("--batch must be >= 1 (got " + std::to_string(batch) + ")");
+  EvalScope scope(model);
+  const auto device = model->parameters().front().device();
+  PassOptions pass_options;
+  pass_options.passes = passes + 1;
+  std::vector<double> nats(static_cast<size_t>(passes + 1), 0.0);
+  int64_t tokens = 0, scored = 0;
+  for (int64_t first = 0; first < data.size() && (max_tokens < 0 || tokens < max_tokens); first += batch) {
+    std::vector<int64_t> indices;
+    for (int64_t i = first; i < std::min(data.size(), first + batch); ++i) indices.push_back(i);
+    const auto mb = data.batch(indices, seq, pad_id);
+    tokens += mb.tokens;
+    if (mb.scored == 0) continue;
+    const auto out = forward_passes(model, mb.inputs.to(device), mb.targets.to(device), pass_options);
+    for (int64_t p = 0; p <= passes; ++p) nats[p] += out.losses[p].item<double>() * static_cast<double>(mb.scored);
+    scored += mb.scored;
+  }
+  if (scored == 0) throw Error("the validation conversations hold no scored (assistant) token within seq_len");
+  for (auto& n : nats) n /= static_cast<double>(scored);
+  return nats;
+}
+
 std::vector<ContractionPoint> contraction_curve(FBT& model, const TokenShard& shard, const Tokenizer& tokenizer,
                                                 int64_t max_passes, const LossEvalOptions& o) {
   if (max_passes < 0) throw Error("--max-passes must be >= 0 (got " + std::to_string(max_passes) + ")");

@@ -168,6 +168,13 @@ TrainConfig TrainConfig::warm_start(int64_t context) {
   return c;
 }
 
+TrainConfig TrainConfig::sft(int64_t context) {
+  TrainConfig c = warm_start(context);
+  c.seq_len = context;
+  c.pass_schedule.phases = {{1.0, {{3, 1.0}}}};
+  return c;
+}
+
 namespace {
 int64_t cooldown_steps(const TrainConfig& c) { return std::llround(c.cooldown_fraction * double(c.steps)); }
 }  // namespace

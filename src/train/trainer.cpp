@@ -21,6 +21,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "fbt/data/sft_data.h"
 #include "fbt/data/shards.h"
 #include "fbt/data/tokenizer.h"
 #include "fbt/dist/gradient_sync.h"
@@ -90,6 +91,8 @@ struct StepOutcome {
   double step_s = 0;             // wall-clock seconds of the step
   bool ok = false;               // finite loss and gradient: the update was applied
   int stop = 0;                  // SIGINT/SIGTERM seen by any rank, else 0
+  int64_t tokens = 0;            // input tokens of the step (padding excluded), all ranks
+  int64_t scored = 0;            // scored targets of the step, all ranks: the loss is their mean
 };
 
 /// Whether RUNDIR holds a run that wrote at least one checkpoint (a step directory or `latest`).
@@ -181,9 +184,15 @@ class TrainingRun {
   StepOutcome train_step();
   void record_step(const StepOutcome& s);
   void validate();
+  void report_validation(double standard, double fused1, double standard_bpb, double fused1_bpb);
   void save_checkpoint();
   void check_weights_finite() const;
   std::string latest_note() const;
+  /// The id padding conversation rows: the tokenizer's pad, else its EOS (never scored or attended).
+  int64_t pad_id() const {
+    const auto pad = tok_.at("pad_id").get<int64_t>();
+    return pad >= 0 ? pad : tok_.at("eos_id").get<int64_t>();
+  }
   void print_summary();
   double wall_s() const {
     return wall_s_before_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start_).count();
@@ -208,7 +217,8 @@ class TrainingRun {
   nlohmann::json run_record_;  // run.json: the record plus, after every checkpoint, the progress
   FBT model_{nullptr};
   std::unique_ptr<TrainingOptimizer> optimizer_;
-  std::unique_ptr<BatchLoader> loader_;
+  std::unique_ptr<TrainBatches> loader_;
+  std::optional<SftData> sft_train_, sft_val_;  // a conversation dataset (SFT), else unset
   std::mt19937_64 pass_rng_;
   at::Generator generator_;  // jitter, mixin (per rank)
   TrainerState st_;           // counters (the RNG, generator and loader fields are filled when saving)
@@ -278,7 +288,8 @@ void TrainingRun::load_config() {
     init_file_ = resolve_checkpoint(opt_.init_from);
     init_info_ = read_checkpoint_info(init_file_);
     rc_.model = init_info_.config;
-    rc_.train = TrainConfig::warm_start(rc_.model.context);
+    rc_.train = is_conversation_dataset(read_dataset_meta(opt_.data_dir)) ? TrainConfig::sft(rc_.model.context)
+                                                                          : TrainConfig::warm_start(rc_.model.context);
     for (const auto& s : opt_.sets) rc_.set(s);
   } else {
     rc_ = RunConfig::load(opt_.config.empty() ? "small" : opt_.config);
@@ -337,6 +348,11 @@ void TrainingRun::open_data() {
   }
   train_shard_ = open_split(opt_.data_dir, "train", opt_.verify_data);
   val_shard_ = open_split(opt_.data_dir, "val", opt_.verify_data);
+  if (is_conversation_dataset(meta)) {  // SFT: whole conversations of up to T_ + 1 tokens per row
+    sft_train_ = SftData::open(opt_.data_dir, "train");
+    sft_val_ = SftData::open(opt_.data_dir, "val");
+    return;
+  }
   for (const auto* shard : {&*train_shard_, &*val_shard_})  // before step 1, not at the first validation
     if (shard->size() < T_ + 1)
       throw Error("--data " + opt_.data_dir + ": " + shard->path() + " holds " + std::to_string(shard->size()) +
@@ -370,6 +386,10 @@ void TrainingRun::log_header() {
                ? "; train.batch_tokens unset: one micro-batch of train.batch_size per process"
                : "")
        << ")  expected passes/step: " << tc.pass_schedule.expected_passes() << "\n";
+  if (sft_train_)
+    log_ << "conversations (SFT): " << sft_train_->size() << " train / " << sft_val_->size()
+         << " val; a row is one conversation, at most " << T_ + 1 << " tokens (" << sft_train_->longer_than(T_ + 1)
+         << " train conversations are cut to that), padded; the loss is the mean over the step's assistant tokens\n";
   if (tc.warmup_steps >= tc.steps || (tc.warmup_steps > 0 && tc.in_cooldown(tc.warmup_steps - 1)))
     log_ << "note: the warmup of train.warmup_steps = " << tc.warmup_steps
          << (tc.warmup_steps >= tc.steps ? " outlasts the run" : " runs into the cooldown")
@@ -430,7 +450,10 @@ void TrainingRun::build_model() {
   log_ << optimizer_->describe()
        << "precision: " << (uses_bf16_autocast(tc.precision, device_) ? "bf16 autocast" : "fp32")
        << " (weights, optimiser state and loss fp32)\n";
-  loader_ = std::make_unique<BatchLoader>(*train_shard_, tc.batch_size, T_, tc.seed);
+  if (sft_train_)
+    loader_ = std::make_unique<SftLoader>(*sft_train_, tc.batch_size, T_, pad_id(), tc.seed);
+  else
+    loader_ = std::make_unique<BatchLoader>(*train_shard_, tc.batch_size, T_, tc.seed);
   pass_rng_.seed(tc.seed ^ 0x9E3779B97F4A7C15ULL);
   generator_ = at::make_generator<at::CPUGeneratorImpl>(tc.seed + 1 + env_.rank);
 }
@@ -513,29 +536,43 @@ StepOutcome TrainingRun::train_step() {
   PassOptions po = training_pass_options(tc, K, s.cooldown);
   po.generator = generator_;
   s.z_loss_on = po.z_loss > 0;
-  // Gradient accumulation: the same K for every micro-batch; each contributes loss / accum.
-  // Micro-batch m of the step belongs to rank m / local_accum; the others' are skipped.
-  // Losses are summed on the device and read once per step (one host sync, not 1 + 2K per
-  // micro-batch): [total, z-loss, pass 1..K], each already divided by accum. A non-finite
-  // loss still runs backward; the step is then skipped and its gradients dropped below.
-  torch::Tensor sums = torch::zeros({2 + K}, torch::dtype(torch::kDouble).device(device_));
+  // Gradient accumulation: the same K for every micro-batch. The step's loss is the mean over all
+  // its scored targets, so micro-batch m (a mean over its n_m) contributes loss_m / (N / n_m), N =
+  // Σ n_m over the step: for windows, loss / accum exactly. Micro-batch m belongs to rank m /
+  // local_accum; the others' are skipped but counted. Losses are summed on the device and read
+  // once per step (one host sync): [total, z-loss, pass 1..K], each already weighted. A
+  // non-finite loss still runs backward; the step is then skipped and its gradients dropped below.
+  std::vector<MicroBatch> mine;
   for (int64_t m = 0; m < accum_; ++m) {
-    if (m / local_accum_ != env_.rank) {
-      loader_->skip();
+    const bool own = m / local_accum_ == env_.rank;
+    const MicroBatch mb = own ? loader_->next_batch() : loader_->skip_batch();
+    s.tokens += mb.tokens;
+    s.scored += mb.scored;
+    if (own) mine.push_back(mb);
+  }
+  torch::Tensor sums = torch::zeros({2 + K}, torch::dtype(torch::kDouble).device(device_));
+  for (size_t i = 0; i < mine.size(); ++i) {
+    if (sync_ && i + 1 == mine.size()) sync_->arm();  // the last: buckets go out in backward
+    if (mine[i].scored == 0) {  // conversations cut before their answers: nothing to learn
+      if (sync_ && i + 1 == mine.size()) {  // but the gradient buckets go out in this backward
+        PassOptions logits_only = po;
+        logits_only.keep_logits = true;
+        AutocastScope amp(tc.precision, device_);
+        (forward_passes(model_, mine[i].inputs.to(device_), {}, logits_only).logits.back().sum() * 0.0).backward();
+      }
       continue;
     }
-    if (sync_ && m == (env_.rank + 1) * local_accum_ - 1) sync_->arm();  // the last: buckets go out in backward
-    auto [x, y] = loader_->next();
+    const double share = double(s.scored) / double(mine[i].scored);
     PassOutput out_pass;
     {
       AutocastScope amp(tc.precision, device_);
-      out_pass = forward_passes(model_, x.to(device_), y.to(device_), po);
+      out_pass = forward_passes(model_, mine[i].inputs.to(device_), mine[i].targets.to(device_), po);
     }
-    (out_pass.loss / double(accum_)).backward();
+    (out_pass.loss / share).backward();
     auto z = po.z_loss > 0 ? torch::stack(out_pass.z_losses).mean() : torch::zeros_like(out_pass.loss);
     std::vector<torch::Tensor> parts{out_pass.loss, z};
     parts.insert(parts.end(), out_pass.losses.begin(), out_pass.losses.end());
-    sums += torch::stack(parts).detach().to(torch::kDouble) / double(accum_);
+    sums += torch::stack(parts).detach().to(torch::kDouble) / share;
   }
   const auto host = sums.cpu();
   const double* h = host.data_ptr<double>();
@@ -592,7 +629,7 @@ void TrainingRun::record_step(const StepOutcome& s) {
     return;
   }
   st_.consecutive_bad = 0;
-  const int64_t n = accum_ * tc.batch_size * T_;
+  const int64_t n = s.tokens;
   st_.tokens += n;
   st_.token_equivalent += n * K;
   ++st_.pass_counts[K];
@@ -624,21 +661,36 @@ void TrainingRun::record_step(const StepOutcome& s) {
 
 // ---- validation: standard and fused(1) loss on the val split (rank 0)
 void TrainingRun::validate() {
+  if (sft_val_) {
+    const auto nats = evaluate_conversation_loss(model_, *sft_val_, rc_.train.batch_size, T_, pad_id(), 1,
+                                                 rc_.train.eval_tokens);
+    report_validation(nats[0], nats[1], std::nan(""), std::nan(""));
+    return;
+  }
   LossEvalOptions eo;
   eo.max_tokens = rc_.train.eval_tokens;
   eo.passes = 1;
   eo.batch = rc_.train.batch_size;
   const auto r = evaluate_loss(model_, *val_shard_, *tokenizer_, eo);  // [passes=0, passes=1]
-  result_.val_standard = r[0].nats_per_token;
-  result_.val_fused1 = r[1].nats_per_token;
+  report_validation(r[0].nats_per_token, r[1].nats_per_token, r[0].bits_per_byte, r[1].bits_per_byte);
+}
+
+// ---- a validation's record: metrics.jsonl line and log line (bits per byte NaN: not measured)
+void TrainingRun::report_validation(double standard, double fused1, double standard_bpb, double fused1_bpb) {
+  result_.val_standard = standard;
+  result_.val_fused1 = fused1;
   result_.validated = true;
-  metrics_ << nlohmann::json{{"step", st_.step},
-                             {"val", {{"standard", {{"loss", r[0].nats_per_token}, {"bpb", r[0].bits_per_byte}}},
-                                      {"fused1", {{"loss", r[1].nats_per_token}, {"bpb", r[1].bits_per_byte}}}}}}.dump()
+  const bool bpb = !std::isnan(standard_bpb);
+  auto mode = [&](double loss, double bits) {
+    return bpb ? nlohmann::json{{"loss", loss}, {"bpb", bits}} : nlohmann::json{{"loss", loss}};
+  };
+  metrics_ << nlohmann::json{{"step", st_.step}, {"val", {{"standard", mode(standard, standard_bpb)},
+                                                          {"fused1", mode(fused1, fused1_bpb)}}}}.dump()
            << "\n" << std::flush;
   log_ << (tty_ ? "\n" : "") << "step " << st_.step << "  val standard " << std::fixed << std::setprecision(4)
-       << r[0].nats_per_token << "  fused(1) " << r[1].nats_per_token << " nats/token  (" << r[0].bits_per_byte
-       << " / " << r[1].bits_per_byte << " bits/byte)\n" << std::defaultfloat;
+       << standard << "  fused(1) " << fused1 << (sft_val_ ? " nats/assistant token" : " nats/token");
+  if (bpb) log_ << "  (" << standard_bpb << " / " << fused1_bpb << " bits/byte)";
+  log_ << "\n" << std::defaultfloat;
 }
 
 // ---- checkpointing: every rank holds the same weights, optimiser state and loader state; only

@@ -9,6 +9,7 @@
 //   sources:   [{path, sha256, bytes, documents}]
 //   options:   {tokenizer, vocab_size, tokenizer_model, text_field, doc_split, val_fraction, seed}
 //   lossy_documents: documents whose decode(encode(text)) != text (invalid UTF-8 under BPE)
+//   conversations: a conversation dataset for SFT (sft_data.h), with --conversations
 #pragma once
 #include <cstdint>
 #include <ostream>
@@ -32,6 +33,9 @@ struct PrepareOptions {
   double val_fraction = 0.1;        // in (0, 1)
   uint64_t seed = 1337;
   bool force = false;               // overwrite a different dataset already in out_dir
+  std::string conversations;        // "" = a text corpus; messages, alpaca or gsm8k = JSONL conversations
+                                    // rendered by the tokenizer's chat template (sft_data.h)
+  std::string chat_template = "auto";  // with conversations: ChatTemplate::for_tokenizer's name
 };
 
 /// One input file as read.
@@ -51,10 +55,12 @@ struct Corpus {
 /// order (names starting with '.' skipped). *.jsonl files give one document per record (string
 /// field `text_field`); other files one document each (doc_split "file") or one per block of
 /// lines separated by blank (whitespace-only) lines ("blank"). Empty documents are dropped.
+/// With `conversations` (a format of read_conversations) every file is JSONL and each document a
+/// conversation (a JSON array of messages).
 /// Throws fbt::Error naming the input if it is missing, given twice, has no text, or (JSONL) has a
 /// bad line or field.
 Corpus read_corpus(const std::vector<std::string>& inputs, const std::string& text_field,
-                   const std::string& doc_split);
+                   const std::string& doc_split, const std::string& conversations = "");
 
 struct TrainValSplit {
   std::vector<std::string> train, val;

@@ -88,10 +88,34 @@ nlohmann::json read_dataset_meta(const std::string& data_dir);
 /// fbt::Error naming the file and what differs.
 TokenShard open_split(const std::string& data_dir, const std::string& split, bool verify = false);
 
+/// One training micro-batch: inputs [B,T] and targets [B,T] (int64, CPU; target -1 is not
+/// scored), the input tokens it holds (padding excluded) and its scored targets.
+struct MicroBatch {
+  torch::Tensor inputs, targets;  ///< undefined for a skipped micro-batch
+  int64_t tokens = 0;
+  int64_t scored = 0;
+};
+
+/// A stream of training micro-batches (BatchLoader: random windows of a token stream; SftLoader,
+/// sft_data.h: padded conversations). The ranks of a data-parallel run draw one stream and skip
+/// each other's micro-batches; the counts of a skipped one weight the step's loss (trainer.cpp).
+class TrainBatches {
+ public:
+  virtual ~TrainBatches() = default;
+  /// The next micro-batch.
+  virtual MicroBatch next_batch() = 0;
+  /// Steps over the next micro-batch: its counts, no tensors.
+  virtual MicroBatch skip_batch() = 0;
+  /// Everything needed to resume (a JSON object with a "kind").
+  virtual nlohmann::json state() const = 0;
+  /// Restores state(); throws fbt::Error naming the field that belongs to another stream.
+  virtual void set_state(const nlohmann::json& state) = 0;
+};
+
 /// Random-window training batches: each row is a window of T+1 consecutive tokens at a start
 /// drawn uniformly from [0, N - T - 1] by the loader's own std::mt19937_64 (seeded from seed and
 /// rank, so ranks draw independent streams; torch's global RNG is not touched).
-class BatchLoader {
+class BatchLoader : public TrainBatches {
  public:
   /// Throws fbt::Error if batch or seq < 1, rank is outside [0, world_size), or the shard has
   /// fewer than seq + 1 tokens (message names the file, its token count and the window).
@@ -105,14 +129,18 @@ class BatchLoader {
   /// a data-parallel run share one stream and skip each other's micro-batches (trainer.cpp).
   void skip();
   int64_t batches_drawn() const { return drawn_; }
+  /// next() with its counts: B·T tokens, all scored.
+  MicroBatch next_batch() override;
+  /// skip() with its counts.
+  MicroBatch skip_batch() override;
 
   /// Everything needed to resume: {"kind", "seed", "rank", "world_size", "batch", "seq",
   /// "shard_tokens", "batches_drawn", "rng"} (rng = the generator's textual state).
-  nlohmann::json state() const;
+  nlohmann::json state() const override;
   /// Restores state(); the following next() calls repeat those of the saved loader. Throws
   /// fbt::Error naming the field if the state belongs to a different seed, rank, world size,
   /// batch shape or shard size, or is malformed.
-  void set_state(const nlohmann::json& state);
+  void set_state(const nlohmann::json& state) override;
 
  private:
   TokenShard shard_;

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "fbt/data/sft_data.h"
 #include "fbt/data/shards.h"
 #include "fbt/data/tokenizer.h"
 #include "fbt/model/model.h"
@@ -43,6 +44,15 @@ struct LossEvalOptions {
 /// from the model's, or the shard holds no full window.
 std::vector<LossResult> evaluate_loss(FBT& model, const TokenShard& shard, const Tokenizer& tokenizer,
                                       const LossEvalOptions& options);
+
+/// The SFT validation loss: mean cross-entropy (nats) over the scored (assistant) target tokens of
+/// the conversations of `data`, in the order stored, `batch` per forward (SftData::batch: each cut
+/// to seq + 1 tokens, padded with `pad_id`), until at least `max_tokens` input tokens have been
+/// scored (< 0: all). Returns passes + 1 values: [0] the standard forward, [p] after p fused
+/// passes (forward_passes without jitter or mixin, as evaluate_loss). Runs in eval mode without
+/// grad on the model's device. Throws fbt::Error if batch < 1 or no scored token was seen.
+std::vector<double> evaluate_conversation_loss(FBT& model, const SftData& data, int64_t batch, int64_t seq,
+                                               int64_t pad_id, int64_t passes, int64_t max_tokens);
 
 /// One point of the contraction diagnostic (paper Fig. 3 and 10).
 struct ContractionPoint {

@@ -166,6 +166,12 @@ struct TrainConfig {
   /// the usual 25% cooldown; 200 steps of 8 sequences of min(512, `context`) tokens.
   static TrainConfig warm_start(int64_t context);
 
+  /// Training settings of supervised fine-tuning (`fbt train --init-from` on a conversation
+  /// dataset, sft_data.h): warm_start's, with K = 3 on every step (the paper's post-training
+  /// "with three forward passes throughout" and the first author's SFT), jitter 0.02, prefix
+  /// mixin off, and conversations of up to `context` tokens (seq_len = context).
+  static TrainConfig sft(int64_t context);
+
   /// Multiplier of every group's peak lr at 0-based `step` (SPEC §6). Warmup: (step+1)/W for
   /// step < W. WSD: 1 until the cooldown start S = steps − C, C = round(cooldown_fraction ·
   /// steps); then 1 − p (linear) or 1 − sqrt(p) with p = (step − S)/C, reaching 0 at step =
