@@ -84,6 +84,9 @@ void add_eval_loss_command(CLI::App& app) {
       ->capture_default_str()
       ->check(integer_range(1));
   cmd->add_option("--batch", a->options.batch, "Windows per forward")->capture_default_str()->check(integer_range(1));
+  cmd->add_option("--context", a->options.context,
+                  "Window length in tokens (at most the model context; 0: the model context), e.g. a context-extended "
+                  "model scored at its old length")->capture_default_str()->check(integer_range(0));
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
   cmd->add_option("--out,--json", a->json, "Also write the results to this JSON file");
   cmd->callback([a] { run_eval_loss(*a); });

@@ -41,6 +41,9 @@ double summed_nats(const torch::Tensor& logits, const torch::Tensor& targets) {
 /// Checks the common arguments of loss evaluation; throws fbt::Error naming the flag.
 void check_eval_args(const FBT& model, const TokenShard& shard, const LossEvalOptions& o) {
   if (o.batch < 1) throw Error("--batch must be >= 1 (got " + std::to_string(o.batch) + ")");
+  if (o.context < 0 || o.context > model->config().context)
+    throw Error("--context " + std::to_string(o.context) + ": the window must lie in [1, model.context = " +
+                std::to_string(model->config().context) + "] (0: the model context)");
   const int64_t V = model->config().vocab_size;
   if (shard.vocab_size() != V)
     throw Error("token shard '" + shard.path() + "' has vocab " + std::to_string(shard.vocab_size()) +
@@ -67,7 +70,7 @@ std::vector<LossResult> evaluate_loss(FBT& model, const TokenShard& shard, const
                                       const LossEvalOptions& o) {
   if (o.passes < 0) throw Error("--passes must be >= 0 (got " + std::to_string(o.passes) + ")");
   check_eval_args(model, shard, o);
-  const int64_t T = model->config().context;
+  const int64_t T = o.context > 0 ? o.context : model->config().context;
   EvalScope scope(model);
   const auto device = model->parameters().front().device();
   const int64_t n_modes = o.passes + 1 + (o.sequential ? 1 : 0);
@@ -125,7 +128,7 @@ std::vector<ContractionPoint> contraction_curve(FBT& model, const TokenShard& sh
                                                 int64_t max_passes, const LossEvalOptions& o) {
   if (max_passes < 0) throw Error("--max-passes must be >= 0 (got " + std::to_string(max_passes) + ")");
   check_eval_args(model, shard, o);
-  const int64_t T = model->config().context;
+  const int64_t T = o.context > 0 ? o.context : model->config().context;
   EvalScope scope(model);
   const auto device = model->parameters().front().device();
   std::vector<double> nats(max_passes + 1, 0.0), change(max_passes + 1, 0.0);  // sums over targets/positions

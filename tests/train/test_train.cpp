@@ -421,6 +421,40 @@ TEST_F(TrainRun, WarmStartRefusesResumeConfigAndOtherShapes) {
   expect_error(o, (dir / "nothing").string());
 }
 
+// Long-context extension (issue 18): a warm start at a longer context (and another RoPE θ) trains
+// on windows past the old context; the extended model's logits there are finite, and position 120
+// depends on a token 115 positions back (attention reaches across the old 64-token limit).
+TEST_F(TrainRun, WarmStartExtendsTheContext) {
+  auto src = debug_run("short", 2, {kSinglePass, "train.eval_tokens=1024", "train.eval_every=0"});
+  std::ostringstream log;
+  run_training(src, log);
+  TrainOptions w;
+  w.data_dir = src.data_dir;
+  w.out_dir = (dir / "long").string();
+  w.init_from = src.out_dir;
+  w.steps = 2;
+  w.sets = {"model.context=128", "model.rope_theta=20000", "train.seq_len=128", "train.batch_size=2",
+            "train.pass_schedule=[{\"until_fraction\":1,\"passes_probabilities\":{\"3\":1}}]",
+            "train.eval_tokens=1024", "train.warmup_steps=0"};
+  const auto r = run_training(w, log);
+  ASSERT_EQ(r.losses.size(), 2u);
+  EXPECT_TRUE(std::isfinite(r.losses[0]) && std::isfinite(r.losses[1]));
+  EXPECT_TRUE(std::isfinite(r.val_standard) && std::isfinite(r.val_fused1));  // 128-token windows
+  CheckpointInfo info;
+  auto model = load_model(resolve_checkpoint(w.out_dir), &info);
+  EXPECT_EQ(info.config.context, 128);
+  EXPECT_EQ(info.config.rope_theta, 20000);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  auto tokens = torch::randint(0, 256, {1, 128}, torch::kInt64);
+  auto logits = model->forward(tokens);  // [1,128,V]
+  EXPECT_TRUE(torch::isfinite(logits).all().item<bool>());
+  auto changed = tokens.clone();
+  changed[0][5] = (tokens[0][5].item<int64_t>() + 1) % 256;
+  const auto moved = (model->forward(changed)[0][120] - logits[0][120]).abs().max().item<double>();
+  EXPECT_GT(moved, 1e-4);
+}
+
 TEST_F(TrainRun, RefusesToOverwriteADifferentRun) {
   auto o = debug_run("run", 2, {"train.eval_tokens=1024"});
   std::ostringstream log;

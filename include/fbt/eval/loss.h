@@ -24,9 +24,11 @@ struct LossEvalOptions {
   int64_t passes = 2;          ///< K: report p = 0..K fused prefill passes
   bool sequential = false;     ///< also score the exact sequential soft recurrence
   int64_t batch = 8;           ///< windows per forward
+  int64_t context = 0;         ///< window length T; 0 = the model context
 };
 
-/// Scores `model` on `shard` with non-overlapping windows of T = model context tokens
+/// Scores `model` on `shard` with non-overlapping windows of T = options.context (default: the model
+/// context) tokens
 /// (SequentialLoader: window w predicts tokens[wT+1, wT+T+1); the tail shorter than T is skipped).
 /// Returns K+1 results "passes=0".."passes=K", then "sequential" if requested, all on the same
 /// windows. passes=0 is the standard forward; passes=p is the last of p+1 passes of
