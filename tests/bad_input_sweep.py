@@ -180,6 +180,23 @@ def cases():
                               "--val-fraction", "0.3"], "--out")
     add("prepare-bad-tokenizer-model", ["prepare", "--input", "corpus", "--out", "p4", "--tokenizer-model",
                                         "prompt.txt"], "prompt.txt")
+    # prepare --conversations (SFT datasets)
+    add("sft-not-jsonl", ["prepare", "--conversations", "gsm8k", "--input", "prompt.txt", "--out", "s1",
+                          "--tokenizer", "byte"], "prompt.txt:1")
+    add("sft-no-assistant", ["prepare", "--conversations", "messages", "--input", "chats.jsonl", "--out", "s2",
+                             "--tokenizer", "byte"], ["chats.jsonl:2", "assistant"],
+        setup=lambda: write("chats.jsonl", '{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", '
+                            '"content": "b"}]}\n{"messages": [{"role": "user", "content": "x"}]}\n'))
+    add("sft-bad-role", ["prepare", "--conversations", "messages", "--input", "roles.jsonl", "--out", "s3",
+                         "--tokenizer", "byte"], ["roles.jsonl:1", "messages[1].role"],
+        setup=lambda: write("roles.jsonl", '{"messages": [{"role": "user", "content": "a"}, {"role": "robot", '
+                            '"content": "b"}]}\n'))
+    add("sft-untrained-tokenizer", ["prepare", "--conversations", "gsm8k", "--input", "corpus", "--out", "s4"],
+        "--tokenizer-model")
+    add("sft-format", ["prepare", "--conversations", "sharegpt", "--input", "corpus", "--out", "s5"], "--conversations")
+    add("sft-chatml-on-bytes", ["prepare", "--conversations", "gsm8k", "--input", "gsm.jsonl", "--out", "s6",
+                                "--tokenizer", "byte", "--chat-template", "chatml"], "<|im_start|>",
+        setup=lambda: write("gsm.jsonl", '{"question": "q", "answer": "#### 1"}\n{"question": "r", "answer": "#### 2"}\n'))
     # train: flags and settings
     add("train-unknown-set", ["train", "--config", "debug", "--data", "data", "--out", "t1", "--set",
                               "train.no_such=1"], "train.no_such")
@@ -294,6 +311,8 @@ def cases():
     add("eval-loss-passes-negative", ["eval-loss", "--checkpoint", "run", "--data", "data", "--passes", "-1"],
         "--passes")
     add("eval-loss-batch-0", ["eval-loss", "--checkpoint", "run", "--data", "data", "--batch", "0"], "--batch")
+    add("eval-loss-context-too-long", ["eval-loss", "--checkpoint", "run", "--data", "data", "--context", "100000"],
+        "--context")
     add("eval-loss-max-tokens-0", ["eval-loss", "--checkpoint", "run", "--data", "data", "--max-tokens", "0"],
         "--max-tokens")
     add("eval-loss-max-tokens-negative", ["eval-loss", "--checkpoint", "run", "--data", "data", "--max-tokens",
