@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "fbt/data/hf_tokenizer.h"
+#include "fbt/data/jsonl.h"
 #include "fbt/data/sft_data.h"
 #include "fbt/data/shards.h"
 #include "fbt/data/tokenizer.h"
@@ -46,15 +47,7 @@ int64_t read_documents(const fs::path& path, const std::string& text, const std:
                        const std::string& doc_split, std::vector<std::string>& docs) {
   const size_t before = docs.size();
   if (path.extension() == ".jsonl") {
-    for_each_line(text, [&](std::string_view line, size_t, int64_t number) {
-      if (is_blank(line)) return;
-      const std::string where = path.string() + ":" + std::to_string(number);
-      nlohmann::json record;
-      try {
-        record = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::exception& e) {
-        throw Error(where + ": invalid JSON: " + e.what());
-      }
+    for_each_jsonl_record(path.string(), text, [&](const nlohmann::json& record, const std::string& where) {
       if (!record.is_object() || !record.contains(text_field) || !record[text_field].is_string())
         throw Error(where + ": record has no string field \"" + text_field + "\" (set --text-field)");
       std::string doc = record[text_field].get<std::string>();

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <regex>
 
+#include "fbt/data/jsonl.h"
 #include "fbt/util/error.h"
 
 namespace fbt {
@@ -60,27 +61,14 @@ void check_conversation_format(const std::string& format) {
 std::vector<std::string> read_conversations(const fs::path& path, const std::string& text, const std::string& format) {
   check_conversation_format(format);
   std::vector<std::string> out;
-  size_t pos = 0;
-  for (int64_t number = 1; pos < text.size(); ++number) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = path.string() + ":" + std::to_string(number);
-    nlohmann::json record;
-    try {
-      record = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(where + ": invalid JSON: " + e.what());
-    }
+  for_each_jsonl_record(path.string(), text, [&](const nlohmann::json& record, const std::string& where) {
     for (auto& messages : record_conversations(record, format, where)) {
       const auto parsed = chat_messages_from_json(messages, where);
       if (std::none_of(parsed.begin(), parsed.end(), [](const ChatMessage& m) { return m.role == "assistant"; }))
         throw Error(where + ": the conversation has no assistant message (nothing for the SFT loss to score)");
       out.push_back(messages.dump());
     }
-  }
+  });
   return out;
 }
 

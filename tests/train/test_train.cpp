@@ -224,6 +224,17 @@ struct TrainRun : ::testing::Test {
     return o;
   }
 
+  /// Options of a warm start DIR/name of `steps` steps from the run `src`, on its data.
+  TrainOptions warm_run(const TrainOptions& src, const std::string& name, int64_t steps, std::vector<std::string> sets) {
+    TrainOptions w;
+    w.data_dir = src.data_dir;
+    w.out_dir = (dir / name).string();
+    w.init_from = src.out_dir;
+    w.steps = steps;
+    w.sets = std::move(sets);
+    return w;
+  }
+
  private:
   std::string data_;
 };
@@ -352,13 +363,8 @@ TEST_F(TrainRun, WarmStartBeginsFromTheCheckpointWithAFreshOptimiser) {
   auto src = debug_run("source", 3, {kSinglePass, "train.eval_tokens=1024", "train.eval_every=0", "train.warmup_steps=0"});
   std::ostringstream log;
   run_training(src, log);
-  TrainOptions w;
-  w.data_dir = src.data_dir;
-  w.out_dir = (dir / "warm").string();
-  w.init_from = src.out_dir;
-  w.steps = 1;
-  w.sets = {"train.lr=1e-12", "train.fusion_lr=1e-12", "train.batch_size=2", "train.eval_tokens=1024",
-            "train.warmup_steps=0"};
+  auto w = warm_run(src, "warm", 1, {"train.lr=1e-12", "train.fusion_lr=1e-12", "train.batch_size=2",
+                                     "train.eval_tokens=1024", "train.warmup_steps=0"});
   run_training(w, log);
   CheckpointInfo info;
   auto source = load_model(resolve_checkpoint(src.out_dir));
@@ -399,11 +405,7 @@ TEST_F(TrainRun, WarmStartRefusesResumeConfigAndOtherShapes) {
     testing::expect_error([&] { run_training(o, log); }, {needle});
     EXPECT_FALSE(fs::exists(dir / "warm")) << needle;
   };
-  TrainOptions w;
-  w.data_dir = src.data_dir;
-  w.out_dir = (dir / "warm").string();
-  w.init_from = src.out_dir;
-  w.steps = 1;
+  const auto w = warm_run(src, "warm", 1, {});
   auto o = w;
   o.resume = true;
   expect_error(o, "--init-from starts a new run");
@@ -428,14 +430,9 @@ TEST_F(TrainRun, WarmStartExtendsTheContext) {
   auto src = debug_run("short", 2, {kSinglePass, "train.eval_tokens=1024", "train.eval_every=0"});
   std::ostringstream log;
   run_training(src, log);
-  TrainOptions w;
-  w.data_dir = src.data_dir;
-  w.out_dir = (dir / "long").string();
-  w.init_from = src.out_dir;
-  w.steps = 2;
-  w.sets = {"model.context=128", "model.rope_theta=20000", "train.seq_len=128", "train.batch_size=2",
+  auto w = warm_run(src, "long", 2, {"model.context=128", "model.rope_theta=20000", "train.seq_len=128", "train.batch_size=2",
             "train.pass_schedule=[{\"until_fraction\":1,\"passes_probabilities\":{\"3\":1}}]",
-            "train.eval_tokens=1024", "train.warmup_steps=0"};
+            "train.eval_tokens=1024", "train.warmup_steps=0"});
   const auto r = run_training(w, log);
   ASSERT_EQ(r.losses.size(), 2u);
   EXPECT_TRUE(std::isfinite(r.losses[0]) && std::isfinite(r.losses[1]));
