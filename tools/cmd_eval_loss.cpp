@@ -5,9 +5,11 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "fbt/data/sft_data.h"
 #include "fbt/data/shards.h"
 #include "fbt/eval/loss.h"
 #include "fbt/io/run_dir.h"
+#include "fbt/util/error.h"
 
 namespace fbt::cli {
 namespace {
@@ -19,16 +21,45 @@ struct EvalLossArgs {
   int64_t max_passes = 30;
 };
 
+/// A conversation dataset (sft_data.h): the SFT loss, nats per assistant token, of each conversation
+/// cut to `window` tokens, after 0..K fused passes.
+void run_conversation_loss(const EvalLossArgs& a, LoadedCheckpoint& checkpoint, int64_t window) {
+  if (a.contraction || a.options.sequential)
+    throw Error("--contraction and --sequential score token windows; " + a.data + " is a conversation dataset");
+  const auto meta = read_dataset_meta(a.data);
+  const auto pad = meta["tokenizer"]["pad_id"].get<int64_t>() >= 0 ? meta["tokenizer"]["pad_id"].get<int64_t>()
+                                                                    : meta["tokenizer"]["eos_id"].get<int64_t>();
+  const auto nats = evaluate_conversation_loss(checkpoint.model, SftData::open(a.data, a.split), a.options.batch, window,
+                                               pad, a.options.passes, a.options.max_tokens);
+  std::cout << "checkpoint " << checkpoint.model_file << " (step " << checkpoint.info.step << "), conversations of "
+            << a.data << " (" << a.split << "), cut to " << window << " tokens; nats per assistant token\n"
+            << "| mode | nats/token |\n|---|---|\n";
+  nlohmann::json rows = nlohmann::json::array();
+  for (size_t p = 0; p < nats.size(); ++p) {
+    char line[96];
+    std::snprintf(line, sizeof line, "| passes=%zu | %.4f |\n", p, nats[p]);
+    std::cout << line;
+    rows.push_back({{"name", "passes=" + std::to_string(p)}, {"nats_per_token", nats[p]}});
+  }
+  if (!a.json.empty())
+    write_file_atomic(a.json, nlohmann::json{{"checkpoint", checkpoint.model_file}, {"step", checkpoint.info.step},
+                                             {"data", a.data}, {"split", a.split}, {"context", window},
+                                             {"max_tokens", a.options.max_tokens}, {"conversations", true},
+                                             {"results", rows}}.dump(2) + "\n");
+}
+
 void run_eval_loss(const EvalLossArgs& a) {
   check_output_file("--json", a.json);
   auto checkpoint = load_checkpoint(a.checkpoint, a.device);
   const auto tokenizer = Tokenizer::load(a.data);
   check_tokenizer_matches(tokenizer->meta(), a.data, checkpoint);
   const TokenShard shard = open_split(a.data, a.split, a.verify);
+  const int64_t window = a.options.context > 0 ? a.options.context : checkpoint.model->config().context;
+  if (is_conversation_dataset(read_dataset_meta(a.data))) return run_conversation_loss(a, checkpoint, window);
 
   const auto results = evaluate_loss(checkpoint.model, shard, *tokenizer, a.options);
   std::cout << "checkpoint " << checkpoint.model_file << " (step " << checkpoint.info.step << "), data "
-            << shard.path() << ", windows of " << checkpoint.model->config().context << " tokens\n"
+            << shard.path() << ", windows of " << window << " tokens\n"
             << "| mode | nats/token | bits/byte | tokens |\n|---|---|---|---|\n";
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& r : results) {
@@ -55,7 +86,7 @@ void run_eval_loss(const EvalLossArgs& a) {
   }
   if (!a.json.empty()) {
     nlohmann::json out{{"checkpoint", checkpoint.model_file}, {"step", checkpoint.info.step},
-                       {"data", a.data}, {"split", a.split}, {"context", checkpoint.model->config().context},
+                       {"data", a.data}, {"split", a.split}, {"context", window},
                        {"max_tokens", a.options.max_tokens}, {"results", rows}};
     if (a.contraction) out["contraction"] = curve_rows;
     write_file_atomic(a.json, out.dump(2) + "\n");

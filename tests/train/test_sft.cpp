@@ -9,6 +9,7 @@
 
 #include "fbt/data/prepare.h"
 #include "fbt/data/sft_data.h"
+#include "fbt/eval/loss.h"
 #include "fbt/io/checkpoint.h"
 #include "fbt/model/model.h"
 #include "fbt/train/passes.h"
@@ -72,13 +73,15 @@ TEST(Sft, AccumulationWeightsEveryAssistantTokenEqually) {
   FBT fresh(info.config);
   PassOptions po;
   po.passes = 3;
-  double weighted = 0, plain_mean = 0;
+  double weighted = 0, plain_mean = 0, standard = 0;
   int64_t scored = 0;
   std::vector<int64_t> counts;
   for (int64_t i = 0; i < 2; ++i) {
     const auto mb = train.batch({i}, 64, ByteTokenizer::kPad);
-    const double loss = forward_passes(fresh, mb.inputs, mb.targets, po).loss.item<double>();
+    const auto out = forward_passes(fresh, mb.inputs, mb.targets, po);
+    const double loss = out.loss.item<double>();
     weighted += loss * double(mb.scored);
+    standard += out.losses[0].item<double>() * double(mb.scored);
     plain_mean += loss / 2;
     scored += mb.scored;
     counts.push_back(mb.scored);
@@ -88,6 +91,10 @@ TEST(Sft, AccumulationWeightsEveryAssistantTokenEqually) {
   EXPECT_GT(std::abs(expected - plain_mean), 1e-3);  // a mean of per-conversation means would differ
   EXPECT_NEAR(one.losses[0], expected, 1e-5);
   EXPECT_NEAR(two.losses[0], expected, 1e-5);
+  // The validation loss weights the same way (one padded batch of both conversations).
+  const auto val = evaluate_conversation_loss(fresh, train, 2, 64, ByteTokenizer::kPad, 2, -1);
+  ASSERT_EQ(val.size(), 3u);
+  EXPECT_NEAR(val[0], standard / double(scored), 1e-5);
 
   // The same step: the same weights after it.
   const auto a = load_model((tmp.path / "b2" / "step-0000001" / "model.safetensors").string());
