@@ -116,16 +116,20 @@ TEST(ChatCli, BadFlagsAndMissingCheckpointAreErrors) {
   EXPECT_NE(tmpl.err.find("<|im_start|>"), std::string::npos) << tmpl.err;
 }
 
-/// A tmux server of its own (socket fbt_chat_<pid>), one session running `fbt chat ARGS` in a
-/// 160x50 terminal. A shell around it prints "[exit STATUS]" when fbt ends (tmux's own
+/// A tmux server of its own (socket fbt_chat_<pid>), one session running `fbt chat --checkpoint
+/// RUN ARGS` in a 160x50 terminal, RUN a make_run_dir checkpoint with the given context in a
+/// TempDir. A shell around it prints "[exit STATUS]" when fbt ends (tmux's own
 /// pane_dead_status is not reliable where the server's children are not reaped); the shell traps
 /// SIGINT, so Ctrl-C in the terminal stops fbt alone, which starts with the default disposition.
 class TmuxChat {
  public:
-  TmuxChat(const fs::path& dir, const std::string& args) : socket_("fbt_chat_" + std::to_string(::getpid())) {
-    testing::write_file(dir / "tmux.conf", "set -g history-limit 100000\n");
-    tmux("-f " + (dir / "tmux.conf").string() + " new-session -d -s chat -x 160 -y 50 /bin/sh -c "
-         "'trap : INT; \"$0\" \"$@\"; echo \"[exit $?]\"; sleep 100000' " + FBT_CLI + " chat " + args);
+  TmuxChat(int64_t context, const std::string& args) : socket_("fbt_chat_" + std::to_string(::getpid())) {
+    const fs::path run = tmp_.path / "run";
+    testing::make_run_dir(run, ByteTokenizer::kVocab, context);
+    testing::write_file(tmp_.path / "tmux.conf", "set -g history-limit 100000\n");
+    tmux("-f " + (tmp_.path / "tmux.conf").string() + " new-session -d -s chat -x 160 -y 50 /bin/sh -c "
+         "'trap : INT; \"$0\" \"$@\"; echo \"[exit $?]\"; sleep 100000' " + FBT_CLI + " chat --checkpoint " +
+         run.string() + " " + args);
   }
   ~TmuxChat() { tmux("kill-server"); }
 
@@ -166,6 +170,7 @@ class TmuxChat {
     }
     return out;
   }
+  testing::TempDir tmp_;
   std::string socket_;
 };
 
@@ -183,10 +188,7 @@ class TmuxChat {
 // tokens for the first), and after /reset the same message is 50 tokens again.
 TEST(ChatCli, TmuxTwoTurnsInEachModeAndReset) {
   REQUIRE_TMUX();
-  testing::TempDir tmp;
-  const fs::path run = tmp.path / "run";
-  testing::make_run_dir(run, ByteTokenizer::kVocab, /*context=*/1024);
-  TmuxChat chat(tmp.path, "--checkpoint " + run.string() + " --temperature 0 --max-new-tokens 24 --system 'Be brief.'");
+  TmuxChat chat(/*context=*/1024, "--temperature 0 --max-new-tokens 24 --system 'Be brief.'");
   WAIT_PROMPTS(chat, "[standard] you> ", 1);
   int turns = 0;
   for (const std::string mode : {"standard", "soft", "fused"}) {
@@ -227,10 +229,7 @@ TEST(ChatCli, TmuxTwoTurnsInEachModeAndReset) {
 // prompt then ends fbt with status 0.
 TEST(ChatCli, TmuxCtrlCStopsTheReplyNotTheSession) {
   REQUIRE_TMUX();
-  testing::TempDir tmp;
-  const fs::path run = tmp.path / "run";
-  testing::make_run_dir(run, ByteTokenizer::kVocab, /*context=*/16384);
-  TmuxChat chat(tmp.path, "--checkpoint " + run.string() + " --temperature 0 --max-new-tokens 12000");
+  TmuxChat chat(/*context=*/16384, "--temperature 0 --max-new-tokens 12000");
   WAIT_PROMPTS(chat, "[standard] you> ", 1);
   chat.type("tell me a long story");
   // Wait for the reply to start: the screen grows past the echoed line.
