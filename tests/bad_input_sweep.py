@@ -339,6 +339,23 @@ def cases():
                                 "nodir/x/results.json"], "nodir/x/results.json")
     add("eval-fused-passes-0", ["eval", "lambada", "--checkpoint", "run", "--data-dir", "tasks", "--mode", "fused",
                                 "--fused-passes", "0"], "--fused-passes")
+    add("eval-chat-mc-task", ["eval", "lambada", "--checkpoint", "run", "--data-dir", "tasks", "--prompt-format",
+                              "chat"], "--prompt-format")
+    add("eval-chat-code-task", ["eval", "humaneval", "--checkpoint", "run", "--data-dir", "tasks", "--prompt-format",
+                                "chat", "--allow-code-execution"], "--prompt-format")
+    add("eval-chat-bad-format", ["eval", "gsm8k", "--checkpoint", "run", "--data-dir", "tasks", "--prompt-format",
+                                 "html"], "--prompt-format")
+    add("eval-chat-template-without-chat", ["eval", "gsm8k", "--checkpoint", "run", "--data-dir", "tasks",
+                                            "--chat-template", "chatml"], "--chat-template")
+    add("eval-chat-template-lacks-tokens", ["eval", "gsm8k", "--checkpoint", "run", "--data-dir", "tasks",
+                                            "--prompt-format", "chat", "--chat-template", "chatml"], "<|im_start|>")
+    # chat
+    add("chat-missing-checkpoint", ["chat", "--checkpoint", "nope"], "nope")
+    add("chat-bad-mode", ["chat", "--checkpoint", "run", "--mode", "fast"], "--mode")
+    add("chat-max-new-tokens-over-context", ["chat", "--checkpoint", "run", "--max-new-tokens", "64"],
+        "--max-new-tokens")
+    add("chat-temperature-nan", ["chat", "--checkpoint", "run", "--temperature", "nan"], "--temperature")
+    add("chat-bad-template", ["chat", "--checkpoint", "run", "--chat-template", "jinja"], "--chat-template")
     # synth and eval-probe
     add("synth-n-0", ["synth", "--task", "memory", "--n", "0", "--out", "s1.jsonl"], "--n")
     add("synth-distractors-negative", ["synth", "--task", "memory", "--distractors", "-3", "--out", "s2.jsonl"],
@@ -461,7 +478,8 @@ def run_case(cid, argv, names, setup, allow):
     if setup:
         setup()
     before = snapshot()
-    r = subprocess.run([FBT, *argv], cwd=ROOT, capture_output=True, text=True, errors="replace", timeout=300)
+    r = subprocess.run([FBT, *argv], cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       errors="replace", timeout=300)
     after = snapshot()
     problems = []
     if r.returncode == 0:

@@ -43,11 +43,13 @@ inline CliRun run_cli(const std::filesystem::path& dir, const std::string& args,
 }
 
 /// A run dir as the trainer leaves it, holding make_test_model(debug preset with `vocab` and EOS
-/// as the document separator): RUNDIR/step-0000001/model.safetensors, RUNDIR/latest and
-/// RUNDIR/tokenizer/meta.json (all Tokenizer::load needs for the byte tokenizer). Returns the model.
-inline FBT make_run_dir(const std::filesystem::path& run_dir, int64_t vocab) {
+/// as the document separator; `context` > 0 replaces the preset's 64): RUNDIR/step-0000001/
+/// model.safetensors, RUNDIR/latest and RUNDIR/tokenizer/meta.json (all Tokenizer::load needs for
+/// the byte tokenizer). Returns the model.
+inline FBT make_run_dir(const std::filesystem::path& run_dir, int64_t vocab, int64_t context = 0) {
   auto config = ModelConfig::preset("debug");
   config.vocab_size = vocab;
+  if (context > 0) config.context = context;
   config.doc_separator_id = ByteTokenizer::kEos;
   auto m = make_test_model(config);
   std::filesystem::create_directories(run_dir / step_dir_name(1));

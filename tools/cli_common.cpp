@@ -62,6 +62,21 @@ std::unique_ptr<Tokenizer> load_run_tokenizer(const LoadedCheckpoint& checkpoint
   return tokenizer;
 }
 
+ChatTemplate load_chat_template(const LoadedCheckpoint& checkpoint, const Tokenizer& tokenizer,
+                                const std::string& name) {
+  const auto file = std::filesystem::path(run_dir_of(checkpoint.model_file)) / "tokenizer" / "chat_template.jinja";
+  return ChatTemplate::for_tokenizer(tokenizer, name, file.string());
+}
+
+CLI::Option* add_chat_template_option(CLI::App* cmd, std::string& value, const std::string& when) {
+  return cmd
+      ->add_option("--chat-template", value,
+                   when + "auto (the checkpoint tokenizer's own template; fbt's native one for fbt-trained models), "
+                          "chatml, llama3 or fbt (include/fbt/data/chat_template.h)")
+      ->check(CLI::IsMember({"auto", "chatml", "llama3", "fbt"}))
+      ->capture_default_str();
+}
+
 void check_tokenizer_matches(const nlohmann::json& meta, const std::string& origin,
                              const LoadedCheckpoint& checkpoint) {
   check_tokenizer_imported(checkpoint);

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "fbt/data/chat_template.h"
 #include "fbt/data/tokenizer.h"
 #include "fbt/io/checkpoint.h"
 
@@ -33,6 +34,16 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const std::string& dev
 /// Throws fbt::Error naming the directory if it is missing or does not match, and naming the
 /// checkpoint if an older `fbt import` wrote it without its tokenizer (type "hf-pending").
 std::unique_ptr<Tokenizer> load_run_tokenizer(const LoadedCheckpoint& checkpoint);
+
+/// The chat template of a checkpoint whose run tokenizer is `tokenizer` (load_run_tokenizer):
+/// ChatTemplate::for_tokenizer with `name` (a --chat-template value: auto, chatml, llama3, fbt),
+/// errors naming RUNDIR/tokenizer/chat_template.jinja. Throws fbt::Error as for_tokenizer does.
+ChatTemplate load_chat_template(const LoadedCheckpoint& checkpoint, const Tokenizer& tokenizer,
+                                const std::string& name);
+
+/// Adds `--chat-template` (auto, chatml, llama3, fbt; default auto) bound to `value`, `when` saying
+/// when it applies ("" for always) in --help; load_chat_template reads it.
+CLI::Option* add_chat_template_option(CLI::App* cmd, std::string& value, const std::string& when);
 
 /// Throws fbt::Error naming both sides unless the tokenizer described by `tokenizer_meta` (a
 /// meta.json "tokenizer" block read from `origin`) has the model's vocab size and, where both

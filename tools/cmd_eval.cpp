@@ -1,5 +1,7 @@
 // `fbt eval TASK...`: few-shot multiple-choice / cloze scores (standard, fused(k)) and generation
-// tasks (standard, soft, fused(k)), as Markdown tables, a results JSON and a per-sample JSONL.
+// tasks (standard, soft, fused(k)) with plain or chat prompts and paired McNemar tests between
+// modes, as Markdown tables, a results JSON and a per-sample JSONL.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +12,7 @@
 #include "commands.h"
 #include "fbt/eval/gen.h"
 #include "fbt/eval/mc.h"
+#include "fbt/eval/mcnemar.h"
 #include "fbt/io/run_dir.h"
 #include "fbt/util/error.h"
 
@@ -22,6 +25,7 @@ constexpr int64_t kDefaultMcShots = 5;
 struct EvalArgs {
   std::vector<std::string> tasks;
   std::string checkpoint, data_dir, mode = "standard", out, samples_path, device = "auto";
+  std::string prompt_format = "plain", chat_template = "auto";
   int64_t fused_passes = 1, batch = 16;
   McEvalOptions options;
   GenEvalOptions gen;
@@ -50,9 +54,9 @@ std::function<void(int64_t, int64_t)> progress(const std::string& what, const ch
   };
 }
 
-std::string format_value(double v) {
+std::string format_value(double v, const char* format = "%.4f") {
   char text[32];
-  std::snprintf(text, sizeof text, "%.4f", v);
+  std::snprintf(text, sizeof text, format, v);
   return text;
 }
 
@@ -74,12 +78,19 @@ void run_mc_task(const EvalArgs& a, LoadedCheckpoint& checkpoint, const Tokenize
   }
 }
 
-void run_gen_task(const EvalArgs& a, LoadedCheckpoint& checkpoint, const Tokenizer& tokenizer,
-                  const GenTaskSpec& task, const GenTaskData& data, nlohmann::json& rows, std::ostream* samples) {
+/// Per decoding mode (its label), whether each problem was answered correctly (greedy tasks).
+using ModeOutcomes = std::vector<std::pair<std::string, std::vector<bool>>>;
+
+/// Runs a generation task in every mode of --mode: prints its metric rows, appends them to `rows`
+/// and its samples to `samples` (if any). Returns the greedy tasks' per-problem outcomes per mode.
+ModeOutcomes run_gen_task(const EvalArgs& a, LoadedCheckpoint& checkpoint, const Tokenizer& tokenizer,
+                          const GenTaskSpec& task, const GenTaskData& data, nlohmann::json& rows,
+                          std::ostream* samples) {
   const GenerateFn generate_fn = [&](const std::vector<std::vector<int64_t>>& prompts, const GenerationOptions& g) {
     return generate(checkpoint.model, prompts, g);
   };
   const int64_t shots = a.gen.shots < 0 ? task.default_shots : a.gen.shots;
+  ModeOutcomes outcomes;
   for (DecodeMode mode : gen_modes(a)) {
     GenEvalOptions options = a.gen;
     options.mode = mode;
@@ -104,7 +115,12 @@ void run_gen_task(const EvalArgs& a, LoadedCheckpoint& checkpoint, const Tokeniz
                          {"stderr", r.stderr_}, {"n", r.n}, {"shots", shots}, {"seed", options.seed},
                          {"temperature", m.temperature}, {"max_new_tokens", options.max_new_tokens}};
       if (task.sampled) row["samples_per_problem"] = options.samples;
+      if (options.chat) row["prompt_format"] = "chat";
       rows.push_back(row);
+    }
+    if (!task.sampled) {
+      outcomes.push_back({label, {}});
+      for (const auto& s : result.samples) outcomes.back().second.push_back(s.correct);
     }
     if (samples == nullptr) continue;
     for (const auto& s : result.samples)
@@ -117,6 +133,37 @@ void run_gen_task(const EvalArgs& a, LoadedCheckpoint& checkpoint, const Tokeniz
                << "\n";
     samples->flush();
   }
+  return outcomes;
+}
+
+/// The paired exact McNemar test (mcnemar.h) of every pair of modes of a greedy task, as JSON rows.
+nlohmann::json mcnemar_rows(const std::string& task, const ModeOutcomes& outcomes) {
+  const auto accuracy = [](const std::vector<bool>& correct) {
+    return static_cast<double>(std::count(correct.begin(), correct.end(), true)) / static_cast<double>(correct.size());
+  };
+  nlohmann::json rows = nlohmann::json::array();
+  for (size_t i = 0; i < outcomes.size(); ++i)
+    for (size_t j = i + 1; j < outcomes.size(); ++j) {
+      const auto& [mode_a, a] = outcomes[i];
+      const auto& [mode_b, b] = outcomes[j];
+      const McNemarResult r = mcnemar_test(a, b);
+      rows.push_back({{"task", task}, {"mode_a", mode_a}, {"mode_b", mode_b}, {"n", r.n},
+                      {"pass@1_a", accuracy(a)}, {"pass@1_b", accuracy(b)}, {"b", r.b}, {"c", r.c}, {"p", r.p}});
+    }
+  return rows;
+}
+
+/// Prints the McNemar rows as a Markdown table.
+void print_mcnemar(const nlohmann::json& rows) {
+  std::cout << "\nPaired exact McNemar test between modes on the same problems (b: A right, B wrong; c: B right, "
+               "A wrong; p two-sided):\n| task | mode A | mode B | n | pass@1 A | pass@1 B | b | c | p |\n"
+               "|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& r : rows)
+    std::cout << "| " << r.at("task").get<std::string>() << " | " << r.at("mode_a").get<std::string>() << " | "
+              << r.at("mode_b").get<std::string>() << " | " << r.at("n") << " | "
+              << format_value(r.at("pass@1_a")) << " | " << format_value(r.at("pass@1_b")) << " | " << r.at("b")
+              << " | " << r.at("c") << " | " << format_value(r.at("p"), "%.4g") << " |\n";
+  std::cout << std::flush;
 }
 
 /// --samples, else the --out path with its extension replaced by ".samples.jsonl", else none.
@@ -125,46 +172,75 @@ std::string samples_file(const EvalArgs& a) {
   return std::filesystem::path(a.out).replace_extension(".samples.jsonl").string();
 }
 
-void run_eval(const EvalArgs& a) {
+/// --prompt-format chat: only generation tasks with chat prompts (before any work).
+void check_chat_tasks(const std::vector<std::string>& mc, const std::vector<std::string>& gen) {
+  if (!mc.empty())
+    throw Error("--prompt-format chat: task " + mc.front() +
+                " is scored by log-likelihood of a plain prompt; chat prompts are for gsm8k and math500");
+  for (const auto& name : gen) check_chat_task(*find_gen_task(name));
+}
+
+/// Runs the generation tasks: the metric table, then the McNemar table of the greedy tasks run in
+/// several modes (returned as JSON rows), and the samples JSONL.
+nlohmann::json run_gen_tasks(const EvalArgs& a, LoadedCheckpoint& checkpoint, const Tokenizer& tokenizer,
+                             const std::vector<std::string>& gen, const std::vector<GenTaskData>& gen_data,
+                             bool after_mc, nlohmann::json& rows) {
+  const std::string path = samples_file(a);
+  std::ofstream samples;
+  if (!path.empty()) {
+    samples.open(path, std::ios::binary | std::ios::trunc);
+    if (!samples) throw Error("--samples: cannot write '" + path + "'");
+  }
+  std::cout << (after_mc ? "\n" : "") << "| task | mode | metric | temperature | value | stderr | n |\n"
+            << "|---|---|---|---|---|---|---|\n" << std::flush;
+  nlohmann::json paired = nlohmann::json::array();
+  for (size_t t = 0; t < gen.size(); ++t) {
+    const auto outcomes = run_gen_task(a, checkpoint, tokenizer, *find_gen_task(gen[t]), gen_data[t], rows,
+                                       path.empty() ? nullptr : &samples);
+    for (const auto& row : mcnemar_rows(gen[t], outcomes)) paired.push_back(row);
+  }
+  if (!paired.empty()) print_mcnemar(paired);
+  if (!path.empty()) std::cerr << "samples written to " << path << "\n";
+  return paired;
+}
+
+void run_eval(EvalArgs a) {
   if (a.fused_passes < 1) throw Error("--fused-passes must be >= 1 (got " + std::to_string(a.fused_passes) + ")");
   check_output_file("--out", a.out);  // before any work, not after the whole evaluation
   check_output_file(a.samples_path.empty() ? "--out (its .samples.jsonl)" : "--samples", samples_file(a));
   std::vector<std::string> mc, gen;  // task names by kind, in command-line order
   for (const auto& name : a.tasks) (find_gen_task(name) ? gen : mc).push_back(name);
+  const bool chat = a.prompt_format == "chat";
+  if (chat) check_chat_tasks(mc, gen);
   // Before any work: code tasks need --allow-code-execution and a working sandbox.
   for (const auto& name : gen) check_gen_options(*find_gen_task(name), a.gen);
   auto checkpoint = load_checkpoint(a.checkpoint, a.device);
   const auto tokenizer = load_run_tokenizer(checkpoint);
+  if (chat) a.gen.chat = load_chat_template(checkpoint, *tokenizer, a.chat_template);
   std::vector<std::vector<Doc>> docs;  // all data read before any scoring
   std::vector<GenTaskData> gen_data;
   for (const auto& name : mc) docs.push_back(load_docs(find_task(name), a.data_dir));
   for (const auto& name : gen) gen_data.push_back(load_gen_task(*find_gen_task(name), a.data_dir));
   std::cout << "checkpoint " << checkpoint.model_file << " (step " << checkpoint.info.step << "), data "
-            << a.data_dir << ", seed " << a.options.seed << "\n";
-  nlohmann::json rows = nlohmann::json::array();
+            << a.data_dir << ", seed " << a.options.seed
+            << (chat ? ", chat prompts (" + a.gen.chat->name() + " template)" : "") << "\n";
+  nlohmann::json rows = nlohmann::json::array(), paired = nlohmann::json::array();
   if (!mc.empty()) {
     std::cout << "| task | mode | metric | value | stderr | n |\n|---|---|---|---|---|---|\n" << std::flush;
     for (size_t t = 0; t < mc.size(); ++t) run_mc_task(a, checkpoint, *tokenizer, find_task(mc[t]), docs[t], rows);
   }
-  if (!gen.empty()) {
-    const std::string path = samples_file(a);
-    std::ofstream samples;
-    if (!path.empty()) {
-      samples.open(path, std::ios::binary | std::ios::trunc);
-      if (!samples) throw Error("--samples: cannot write '" + path + "'");
-    }
-    std::cout << (mc.empty() ? "" : "\n") << "| task | mode | metric | temperature | value | stderr | n |\n"
-              << "|---|---|---|---|---|---|---|\n" << std::flush;
-    for (size_t t = 0; t < gen.size(); ++t)
-      run_gen_task(a, checkpoint, *tokenizer, *find_gen_task(gen[t]), gen_data[t], rows, path.empty() ? nullptr : &samples);
-    if (!path.empty()) std::cerr << "samples written to " << path << "\n";
-  }
+  if (!gen.empty()) paired = run_gen_tasks(a, checkpoint, *tokenizer, gen, gen_data, !mc.empty(), rows);
   if (!a.out.empty()) {
-    const nlohmann::json out{{"checkpoint", checkpoint.model_file}, {"step", checkpoint.info.step},
-                             {"config", checkpoint.info.config.to_json()}, {"data_dir", a.data_dir},
-                             {"shots", a.options.shots < 0 ? kDefaultMcShots : a.options.shots},
-                             {"seed", a.options.seed}, {"limit", a.options.limit}, {"samples", samples_file(a)},
-                             {"results", rows}};
+    nlohmann::json out{{"checkpoint", checkpoint.model_file}, {"step", checkpoint.info.step},
+                       {"config", checkpoint.info.config.to_json()}, {"data_dir", a.data_dir},
+                       {"shots", a.options.shots < 0 ? kDefaultMcShots : a.options.shots},
+                       {"seed", a.options.seed}, {"limit", a.options.limit}, {"samples", samples_file(a)},
+                       {"results", rows}};
+    if (chat) {
+      out["prompt_format"] = "chat";
+      out["chat_template"] = a.gen.chat->name();
+    }
+    if (!paired.empty()) out["mcnemar"] = paired;
     write_file_atomic(a.out, out.dump(2) + "\n");
   }
 }
@@ -237,13 +313,23 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--sandbox-jobs", a->gen.sandbox_jobs, "Code tasks: programs run at once")
       ->capture_default_str()
       ->check(integer_range(1, 1024));
+  cmd->add_option("--prompt-format", a->prompt_format,
+                  "Generation: plain (the task's few-shot text prompt) or chat (each problem one user turn "
+                  "through the model's chat template, stopping at its end-of-turn token; gsm8k, math500; "
+                  "--shots then defaults to 0, and shots become earlier turns)")
+      ->check(CLI::IsMember({"plain", "chat"}))
+      ->capture_default_str();
+  auto* chat_template = add_chat_template_option(cmd, a->chat_template, "With --prompt-format chat: ");
   cmd->add_flag("--allow-code-execution", a->gen.allow_code_execution,
                 "Code tasks (humaneval, mbpp): execute the model's programs, in the bubblewrap sandbox "
                 "(required for them)");
-  cmd->callback([a] {
+  cmd->callback([a, chat_template] {
+    if (chat_template->count() > 0 && a->prompt_format != "chat")
+      throw Error("--chat-template " + a->chat_template + " needs --prompt-format chat");
     a->gen.shots = a->options.shots;
     a->gen.limit = a->options.limit;
     a->gen.seed = a->options.seed;
+    if (a->prompt_format == "chat" && a->gen.shots < 0) a->gen.shots = 0;  // zero-shot chat unless --shots
     run_eval(*a);
   });
 }

@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "fbt/infer/generate.h"
 #include "fbt/util/error.h"
+#include "text_stream.h"
 
 namespace fbt::cli {
 namespace {
@@ -20,51 +21,6 @@ struct GenerateArgs {
   int64_t fused_passes = 1, max_new_tokens = 200;
   SamplingOptions sampling{/*temperature=*/0.8};
   bool all_modes = false;
-};
-
-/// Length of the prefix of `text` that later tokens cannot change: drops a trailing incomplete
-/// UTF-8 sequence and trailing U+FFFD (what sentencepiece decodes byte pieces of a character
-/// still missing bytes to).
-size_t stable_prefix(const std::string& text) {
-  static const std::string kReplacement = "\xEF\xBF\xBD";
-  size_t end = text.size();
-  while (end >= 3 && text.compare(end - 3, 3, kReplacement) == 0) end -= 3;
-  size_t lead = end;  // index of the last character's lead byte
-  while (lead > 0 && end - lead < 4 && (static_cast<unsigned char>(text[lead - 1]) & 0xC0) == 0x80) --lead;
-  if (lead == 0) return end;  // only continuation bytes: invalid, nothing to wait for
-  --lead;
-  const auto b = static_cast<unsigned char>(text[lead]);
-  const size_t need = (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 1;
-  return end - lead < need ? lead : end;
-}
-
-/// Prints generated tokens as text while they arrive: the whole token list is decoded each time
-/// and the newly stable suffix (stable_prefix) is written and flushed.
-class TextStream {
- public:
-  TextStream(const Tokenizer& tokenizer, std::ostream& out) : tokenizer_(tokenizer), out_(out) {}
-  void push(int64_t token) {
-    tokens_.push_back(token);
-    const std::string text = tokenizer_.decode(tokens_);
-    print_up_to(text, stable_prefix(text));
-  }
-  /// Writes whatever is left, then a newline.
-  void finish() {
-    const std::string text = tokenizer_.decode(tokens_);
-    print_up_to(text, text.size());
-    out_ << "\n" << std::flush;
-  }
-
- private:
-  void print_up_to(const std::string& text, size_t end) {
-    if (end <= printed_) return;
-    out_ << text.substr(printed_, end - printed_) << std::flush;
-    printed_ = end;
-  }
-  const Tokenizer& tokenizer_;
-  std::ostream& out_;
-  std::vector<int64_t> tokens_;
-  size_t printed_ = 0;
 };
 
 std::string read_prompt(const GenerateArgs& a) {

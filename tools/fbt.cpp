@@ -1,4 +1,5 @@
-// `fbt`: the command-line front end (prepare, train, generate, eval-loss, eval, synth, eval-probe, bench).
+// `fbt`: the command-line front end (prepare, train, generate, eval-loss, eval, synth, eval-probe, bench,
+// import, export, chat).
 #include <iostream>
 
 #include "commands.h"
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   fbt::cli::add_bench_command(app);
   fbt::cli::add_import_command(app);
   fbt::cli::add_export_command(app);
+  fbt::cli::add_chat_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

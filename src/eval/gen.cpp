@@ -17,14 +17,15 @@ namespace fbt {
 namespace {
 
 /// Sample `sample` at `temperature` for every prompt (prompts[i] is problems[i]'s), generated
-/// o.batch prompts at a time in o.mode, cut at task.stop and measured; reports progress as
-/// done + completions so far out of total.
+/// o.batch prompts at a time in o.mode, cut at task.stop (plain prompts) and measured; reports
+/// progress as done + completions so far out of total.
 std::vector<GenSample> complete(const GenTaskSpec& task, const std::vector<std::vector<int64_t>>& prompts,
                                 const std::vector<bool>& truncated, const std::vector<GenProblem>& problems,
                                 const Tokenizer& tokenizer, const GenerateFn& generate_fn, const GenEvalOptions& o,
                                 double temperature, int64_t sample, int64_t done, int64_t total) {
   std::vector<GenSample> out;
   const auto n = static_cast<int64_t>(prompts.size());
+  const std::vector<std::string> stops = o.chat ? std::vector<std::string>{} : task.stop;
   for (int64_t first = 0; first < n; first += o.batch) {
     const int64_t end = std::min(n, first + o.batch);
     GenerationOptions g;
@@ -33,7 +34,7 @@ std::vector<GenSample> complete(const GenTaskSpec& task, const std::vector<std::
     g.max_new_tokens = o.max_new_tokens;
     g.sampling.temperature = temperature;
     g.sampling.seed = o.seed + 1000003 * static_cast<uint64_t>(sample) + static_cast<uint64_t>(first);
-    g.eos_id = tokenizer.eos_id();
+    g.eos_id = o.chat ? o.chat->end_of_turn_id() : tokenizer.eos_id();
     g.pad_id = tokenizer.pad_id();
     const auto generated = generate_fn({prompts.begin() + first, prompts.begin() + end}, g);
     if (static_cast<int64_t>(generated.size()) != end - first)
@@ -47,13 +48,23 @@ std::vector<GenSample> complete(const GenTaskSpec& task, const std::vector<std::
       s.prompt_tokens = static_cast<int64_t>(prompts[i].size());
       s.prompt_truncated = truncated[i];
       const auto& tokens = generated[i - first];
-      s.completion = cut_at_stop(tokenizer.decode(tokens), task.stop);
-      s.tokens = tokens_until_stop(tokenizer, tokens, task.stop);
+      s.completion = cut_at_stop(tokenizer.decode(tokens), stops);
+      s.tokens = tokens_until_stop(tokenizer, tokens, stops);
       out.push_back(std::move(s));
     }
     if (o.on_progress) o.on_progress(done + end, total);
   }
   return out;
+}
+
+/// The prompt tokens of problems[item]: the document prefix and the plain prompt, or with o.chat
+/// the rendered chat (whose template places any document prefix itself).
+std::vector<int64_t> prompt_tokens(const GenTaskSpec& task, const GenTaskData& data, const Tokenizer& tokenizer,
+                                   const GenEvalOptions& o, int64_t item, int64_t shots) {
+  if (o.chat) return o.chat->render(build_gen_chat(task, data, item, shots, o.seed), true).ids;
+  std::vector<int64_t> p = tokenizer.document_prefix();
+  for (int64_t id : tokenizer.encode(build_gen_prompt(task, data, item, shots, o.seed))) p.push_back(id);
+  return p;
 }
 
 /// The median of `values` (the mean of the middle two for an even count); values is not empty.
@@ -157,6 +168,7 @@ std::vector<MetricResult> pass_at_k_metrics(const std::vector<GenSample>& sample
 
 void check_gen_options(const GenTaskSpec& task, const GenEvalOptions& o) {
   if (o.batch < 1) throw Error("--batch must be >= 1 (got " + std::to_string(o.batch) + ")");
+  if (o.chat) check_chat_task(task);
   if (task.check == AnswerCheck::Program) {
     if (!o.allow_code_execution)
       throw Error("task " + task.name +
@@ -194,8 +206,7 @@ GenEvalResult evaluate_generation(const GenTaskSpec& task, const GenTaskData& da
   std::vector<std::vector<int64_t>> prompts;
   std::vector<bool> truncated;
   for (int64_t i = 0; i < n; ++i) {
-    std::vector<int64_t> p = tokenizer.document_prefix();
-    for (int64_t id : tokenizer.encode(build_gen_prompt(task, data, i, shots, o.seed))) p.push_back(id);
+    std::vector<int64_t> p = prompt_tokens(task, data, tokenizer, o, i, shots);
     truncated.push_back(p.size() > budget);
     if (truncated.back()) p.erase(p.begin(), p.end() - static_cast<std::ptrdiff_t>(budget));
     prompts.push_back(std::move(p));

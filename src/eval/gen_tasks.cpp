@@ -22,8 +22,10 @@ std::string text_field(const nlohmann::json& record, const char* field) { return
 /// lm-eval gsm8k: "Question: {question}\nAnswer:", target " {answer}".
 GenProblem gsm8k_problem(const nlohmann::json& r) {
   GenProblem p;
-  p.prompt = "Question: " + text_field(r, "question") + "\nAnswer:";
-  p.solved = p.prompt + " " + text_field(r, "answer");
+  p.user = text_field(r, "question");
+  p.solution = text_field(r, "answer");
+  p.prompt = "Question: " + p.user + "\nAnswer:";
+  p.solved = p.prompt + " " + p.solution;
   p.reference = gsm8k_reference_answer(text_field(r, "answer"));
   return p;
 }
@@ -32,8 +34,10 @@ GenProblem gsm8k_problem(const nlohmann::json& r) {
 GenProblem math_problem(const nlohmann::json& r) {
   GenProblem p;
   p.id = text_field(r, "unique_id");
-  p.prompt = "Problem:\n" + text_field(r, "problem") + "\n\nSolution:";
-  p.solved = p.prompt + " " + text_field(r, "solution");
+  p.user = text_field(r, "problem");
+  p.solution = text_field(r, "solution");
+  p.prompt = "Problem:\n" + p.user + "\n\nSolution:";
+  p.solved = p.prompt + " " + p.solution;
   p.reference = text_field(r, "answer");
   return p;
 }
@@ -134,22 +138,47 @@ GenTaskData load_gen_task(const GenTaskSpec& task, const std::string& data_dir) 
   return data;
 }
 
-std::string build_gen_prompt(const GenTaskSpec& task, const GenTaskData& data, int64_t item, int64_t shots,
-                             uint64_t seed) {
+namespace {
+
+/// The pool indices of problems[item]'s few-shot examples (build_gen_prompt's rule).
+std::vector<int64_t> fewshot_examples(const GenTaskSpec& task, const GenTaskData& data, int64_t item, int64_t shots,
+                                      uint64_t seed) {
   if (shots < 0) throw Error("--shots must be >= 0 (got " + std::to_string(shots) + ")");
   const auto pool = static_cast<int64_t>(data.pool.size());
-  std::vector<int64_t> examples;
-  if (!task.fixed_shots) {
-    examples = fewshot_indices(pool, shots, seed, item);
-  } else if (shots > pool) {
+  if (!task.fixed_shots) return fewshot_indices(pool, shots, seed, item);
+  if (shots > pool)
     throw Error("--shots " + std::to_string(shots) + " exceeds the " + std::to_string(pool) +
                 " fixed few-shot examples of " + task.name);
-  } else {
-    for (int64_t i = 0; i < shots; ++i) examples.push_back(i);
-  }
+  std::vector<int64_t> examples;
+  for (int64_t i = 0; i < shots; ++i) examples.push_back(i);
+  return examples;
+}
+
+}  // namespace
+
+std::string build_gen_prompt(const GenTaskSpec& task, const GenTaskData& data, int64_t item, int64_t shots,
+                             uint64_t seed) {
   std::string prompt;
-  for (int64_t e : examples) prompt += data.pool[e].solved + "\n\n";
+  for (int64_t e : fewshot_examples(task, data, item, shots, seed)) prompt += data.pool[e].solved + "\n\n";
   return prompt + data.problems[item].prompt;
+}
+
+void check_chat_task(const GenTaskSpec& task) {
+  if (task.check == AnswerCheck::Program)
+    throw Error("--prompt-format chat: task " + task.name +
+                " continues a program and has no chat prompt (chat prompts: gsm8k, math500)");
+}
+
+std::vector<ChatMessage> build_gen_chat(const GenTaskSpec& task, const GenTaskData& data, int64_t item, int64_t shots,
+                                        uint64_t seed) {
+  check_chat_task(task);
+  std::vector<ChatMessage> messages;
+  for (int64_t e : fewshot_examples(task, data, item, shots, seed)) {
+    messages.push_back({"user", data.pool[e].user});
+    messages.push_back({"assistant", data.pool[e].solution});
+  }
+  messages.push_back({"user", data.problems[item].user});
+  return messages;
 }
 
 }  // namespace fbt

@@ -95,7 +95,7 @@ std::vector<std::vector<int64_t>> generate(FBT& model, const std::vector<std::ve
       if (o.on_token) o.on_token(b, tok);
       all_done = false;
     }
-    if (all_done || step + 1 == steps) break;
+    if (all_done || step + 1 == steps || (o.should_stop && o.should_stop())) break;
     logits = cpu_decoder ? cpu_decoder->step(next, o.mode, cache) : decode_step(model, next, o.mode, cache);
   }
   return out;

@@ -5,9 +5,12 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "cli_test_helpers.h"
+#include "expect_error.h"
+#include "fbt/data/hf_tokenizer.h"
 #include "fbt/eval/gen.h"
 #include "fbt/util/error.h"
 #include "sandbox_helpers.h"
@@ -248,6 +251,81 @@ TEST(EvalGen, Gsm8kPassAt1AndLengthsFromStubCompletions) {
   EXPECT_EQ(cut.samples[0].prompt_tokens, 4);
 }
 
+/// A tokenizer that is another one except for its EOS: shows that chat evaluation stops at the
+/// template's end-of-turn token, not at the tokenizer's EOS.
+class OtherEos : public Tokenizer {
+ public:
+  OtherEos(const Tokenizer& base, int64_t eos) : base_(base), eos_(eos) {}
+  std::vector<int64_t> encode(std::string_view text) const override { return base_.encode(text); }
+  std::string decode(const std::vector<int64_t>& ids) const override { return base_.decode(ids); }
+  int64_t vocab_size() const override { return base_.vocab_size(); }
+  int64_t bos_id() const override { return base_.bos_id(); }
+  int64_t eos_id() const override { return eos_; }
+  int64_t pad_id() const override { return base_.pad_id(); }
+  std::string type() const override { return base_.type(); }
+
+ private:
+  const Tokenizer& base_;
+  int64_t eos_;
+};
+
+// --prompt-format chat: the prompt is the problem's question as one ChatML user turn (the text
+// written out here by hand, tokenized whole), shots come first as user/assistant turns, the
+// generator is told to stop at <|im_end|> (id 2 in the fixture; the tokenizer's EOS is made 0),
+// and the task's stop sequences ("\n\n", "Question:") do not cut the reply.
+TEST(EvalGen, ChatPromptsAreUserTurnsStoppingAtEndOfTurn) {
+  const auto hf = HfBpeTokenizer::from_file(
+      (fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "chat_templates" / "chatml" / "tokenizer.json").string());
+  const OtherEos tokenizer(*hf, 0);
+  const GenTaskSpec& task = *find_gen_task("gsm8k");
+  GenTaskData data;
+  data.problems.push_back(task.to_problem({{"question", "What is 2+3?"}, {"answer", "2+3=5\n#### 5"}}));
+  data.pool.push_back(task.to_problem({{"question", "What is 1+1?"}, {"answer", "1+1=2\n#### 2"}}));
+  EXPECT_EQ(data.problems[0].user, "What is 2+3?");
+  const std::string reply = "Let me think.\n\nQuestion: what is 2+3? It is 5.\n#### 5";
+  std::vector<std::vector<int64_t>> seen;
+  const GenerateFn stub = [&](const std::vector<std::vector<int64_t>>& prompts, const GenerationOptions& g) {
+    EXPECT_EQ(g.eos_id, 2);
+    seen.insert(seen.end(), prompts.begin(), prompts.end());
+    return std::vector<std::vector<int64_t>>(prompts.size(), tokenizer.encode(reply));
+  };
+  GenEvalOptions o;
+  o.shots = 0;
+  o.context = 1000;
+  o.max_new_tokens = 64;
+  o.chat = ChatTemplate::for_tokenizer(tokenizer, "chatml", "fixture");
+  ASSERT_EQ(o.chat->end_of_turn_id(), 2);
+  const auto r = evaluate_generation(task, data, tokenizer, stub, o);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0], hf->encode("<|im_start|>user\nWhat is 2+3?<|im_end|>\n<|im_start|>assistant\n"));
+  EXPECT_EQ(r.samples[0].completion, reply);  // not cut at "\n\n"
+  EXPECT_EQ(r.samples[0].tokens, static_cast<int64_t>(hf->encode(reply).size()));
+  EXPECT_EQ(r.samples[0].status, "correct");
+
+  o.shots = 1;
+  seen.clear();
+  evaluate_generation(task, data, tokenizer, stub, o);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0], hf->encode("<|im_start|>user\nWhat is 1+1?<|im_end|>\n<|im_start|>assistant\n1+1=2\n#### 2"
+                                "<|im_end|>\n<|im_start|>user\nWhat is 2+3?<|im_end|>\n<|im_start|>assistant\n"));
+
+  // Code tasks have no chat prompt: refused before anything runs, naming the flag.
+  o.allow_code_execution = true;
+  testing::expect_error([&] { check_gen_options(*find_gen_task("humaneval"), o); }, {"--prompt-format", "humaneval"});
+}
+
+// MATH-500's chat user message is the problem text itself.
+TEST(EvalGen, Math500ChatMessageIsTheProblem) {
+  const GenTaskSpec& task = *find_gen_task("math500");
+  GenTaskData data;
+  data.problems.push_back(task.to_problem(
+      {{"problem", "Compute $1+1$."}, {"solution", "It is $\\boxed{2}$."}, {"answer", "2"}, {"unique_id", "x"}}));
+  const auto messages = build_gen_chat(task, data, 0, 0, 1);
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_EQ(messages[0].role, "user");
+  EXPECT_EQ(messages[0].content, "Compute $1+1$.");
+}
+
 // MATH: "\boxed{\dfrac{1}{2}}" equals the reference "\frac12"; "\boxed{3}" is not "4"; a
 // completion without \boxed has no answer. Pass@1 = 1/3; lengths 5, 7, 9 -> median 7, mean 7.
 TEST(EvalGen, MathScoringOfHandWrittenCompletions) {
@@ -327,6 +405,85 @@ TEST(EvalGen, CliRunsMathAndCodeTasksInAllModes) {
   const auto help = testing::run_cli(tmp.path, "eval --help");
   for (const auto& t : builtin_gen_tasks()) EXPECT_NE(help.out.find(t.name), std::string::npos) << help.out;
   EXPECT_NE(help.out.find("--allow-code-execution"), std::string::npos) << help.out;
+}
+
+/// The lines of a JSONL file.
+std::vector<nlohmann::json> jsonl(const fs::path& path) {
+  std::ifstream in(path);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+// `fbt eval gsm8k --prompt-format chat --shots 0 --mode all` on a byte-tokenizer checkpoint (fbt's
+// native template): each prompt is [EOS] "User: {question}\n\n" "Assistant: " (its length from the
+// raw test file, one token per byte), and every pair of modes gets a McNemar row whose b and c are
+// the counts of the samples' own verdicts.
+TEST(EvalGen, CliChatPromptsZeroShotWithMcNemarPerModePair) {
+  if (!fs::exists(fs::path(FBT_SHARED_DATA) / "gsm8k" / "test.jsonl")) GTEST_SKIP() << "no GSM8K in shared/data";
+  testing::TempDir tmp;
+  const fs::path run = tmp.path / "run", out = tmp.path / "chat.json";
+  testing::make_run_dir(run, ByteTokenizer::kVocab, /*context=*/1024);
+  const auto r = testing::run_cli(tmp.path, "eval gsm8k --checkpoint " + run.string() + " --data-dir " +
+                                                FBT_SHARED_DATA + " --prompt-format chat --shots 0 --mode all "
+                                                "--limit 4 --max-new-tokens 12 --out " + out.string());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("chat prompts (fbt template)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find("lost their beginning"), std::string::npos) << r.err;
+  const auto json = nlohmann::json::parse(testing::slurp(out));
+  EXPECT_EQ(json.at("prompt_format"), "chat");
+  EXPECT_EQ(json.at("chat_template"), "fbt");
+  for (const auto& row : json.at("results")) EXPECT_EQ(row.at("shots"), 0);
+
+  const auto samples = jsonl(tmp.path / "chat.samples.jsonl");
+  ASSERT_EQ(samples.size(), 3u * 4);
+  std::ifstream test(fs::path(FBT_SHARED_DATA) / "gsm8k" / "test.jsonl");
+  std::map<std::string, std::vector<bool>> correct;  // per mode, by problem
+  for (int64_t i = 0; i < 4; ++i) {
+    std::string line;
+    std::getline(test, line);
+    const std::string question = nlohmann::json::parse(line).at("question");
+    const auto expected = static_cast<int64_t>(1 + ("User: " + question + "\n\n").size() + std::string("Assistant: ").size());
+    for (int64_t m = 0; m < 3; ++m) {
+      const auto& s = samples[m * 4 + i];
+      EXPECT_EQ(s.at("problem"), i);
+      EXPECT_EQ(s.at("prompt_tokens"), expected) << question;
+      EXPECT_FALSE(s.at("prompt_truncated").get<bool>());
+    }
+  }
+  for (const auto& s : samples) correct[s.at("mode").get<std::string>()].push_back(s.at("correct").get<bool>());
+
+  const std::vector<std::pair<std::string, std::string>> pairs{
+      {"standard", "soft"}, {"standard", "fused(1)"}, {"soft", "fused(1)"}};
+  EXPECT_NE(r.out.find("| task | mode A | mode B | n | pass@1 A | pass@1 B | b | c | p |"), std::string::npos) << r.out;
+  const auto& rows = json.at("mcnemar");
+  ASSERT_EQ(rows.size(), pairs.size());
+  for (size_t k = 0; k < pairs.size(); ++k) {
+    const auto& [a, b] = pairs[k];
+    EXPECT_NE(r.out.find("| gsm8k | " + a + " | " + b + " | 4 |"), std::string::npos) << r.out;
+    EXPECT_EQ(rows[k].at("mode_a"), a);
+    EXPECT_EQ(rows[k].at("mode_b"), b);
+    int64_t only_a = 0, only_b = 0;
+    for (size_t i = 0; i < 4; ++i) {
+      only_a += correct[a][i] && !correct[b][i];
+      only_b += !correct[a][i] && correct[b][i];
+    }
+    EXPECT_EQ(rows[k].at("b"), only_a);
+    EXPECT_EQ(rows[k].at("c"), only_b);
+    if (only_a + only_b == 0) {
+      EXPECT_EQ(rows[k].at("p"), 1.0);
+    }
+  }
+
+  // Chat prompts are for the math tasks only; --chat-template without them is a mistake.
+  const auto mc = testing::run_cli(tmp.path, "eval arc_easy --checkpoint " + run.string() + " --data-dir " +
+                                                 FBT_SHARED_DATA + " --prompt-format chat");
+  EXPECT_EQ(mc.rc, 1);
+  EXPECT_NE(mc.err.find("--prompt-format chat: task arc_easy"), std::string::npos) << mc.err;
+  const auto stray = testing::run_cli(tmp.path, "eval gsm8k --checkpoint " + run.string() + " --data-dir " +
+                                                    FBT_SHARED_DATA + " --chat-template chatml");
+  EXPECT_EQ(stray.rc, 1);
+  EXPECT_NE(stray.err.find("needs --prompt-format chat"), std::string::npos) << stray.err;
 }
 
 // A code task runs only with GenEvalOptions::allow_code_execution: without it evaluate_generation

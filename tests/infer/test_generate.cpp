@@ -112,5 +112,24 @@ TEST(Generate, StopsAtEos) {
   EXPECT_EQ(stopped, std::vector<int64_t>(free_run.begin(), free_run.begin() + first_eos));
 }
 
+// The stop hook ends generation after the step on which it first returns true: here after 3
+// tokens of a 10-token run, with those 3 tokens the free run's first 3, in every mode.
+TEST(Generate, StopHookEndsGenerationBetweenTokens) {
+  auto model = testing::make_test_model();
+  for (auto mode : {DecodeMode::Standard, DecodeMode::Soft, DecodeMode::Fused}) {
+    GenerationOptions o;
+    o.mode = mode;
+    o.max_new_tokens = 10;
+    const auto free_run = generate(model, {{3, 4, 5}}, o)[0];
+    ASSERT_EQ(free_run.size(), 10u);
+    int64_t emitted = 0, asked = 0;
+    o.on_token = [&](int64_t, int64_t) { ++emitted; };
+    o.should_stop = [&] { return ++asked, emitted >= 3; };
+    const auto stopped = generate(model, {{3, 4, 5}}, o)[0];
+    EXPECT_EQ(stopped, std::vector<int64_t>(free_run.begin(), free_run.begin() + 3)) << enum_to_string(mode);
+    EXPECT_EQ(asked, 3);  // once per emitted token, no further decode step after it said stop
+  }
+}
+
 }  // namespace
 }  // namespace fbt

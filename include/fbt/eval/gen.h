@@ -3,9 +3,11 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "fbt/data/chat_template.h"
 #include "fbt/data/tokenizer.h"
 #include "fbt/eval/gen_tasks.h"
 #include "fbt/eval/mc.h"
@@ -35,6 +37,12 @@ struct GenEvalOptions {
   /// only when this is true (`fbt eval --allow-code-execution`), else evaluate_generation throws.
   bool allow_code_execution = false;
   int64_t sandbox_jobs = 4;                    ///< programs run at once
+  /// Chat prompts (`--prompt-format chat`; math tasks only): when set, a problem's prompt is
+  /// build_gen_chat rendered by this template with the generation prompt (instead of the document
+  /// prefix + build_gen_prompt), generation stops at its end_of_turn_id (instead of the
+  /// tokenizer's EOS), and the task's stop sequences are not applied (the end of the turn ends
+  /// the reply). Unset: plain prompts.
+  std::optional<ChatTemplate> chat;
   /// Called after each generate call with (completions done, completions in total); may be empty.
   std::function<void(int64_t, int64_t)> on_progress;
 };
@@ -100,13 +108,14 @@ std::vector<MetricResult> greedy_metrics(const std::vector<GenSample>& samples);
 std::vector<MetricResult> pass_at_k_metrics(const std::vector<GenSample>& samples, const std::vector<int64_t>& ks);
 
 /// Evaluates the first options.limit problems of `data` in options.mode. Prompts are
-/// [EOS] + encode(build_gen_prompt(...)), left-truncated to context − max_new_tokens tokens.
+/// document_prefix() + encode(build_gen_prompt(...)) (with options.chat: the rendered
+/// build_gen_chat), left-truncated to context − max_new_tokens tokens.
 /// Greedy tasks: one greedy completion per problem; metrics greedy_metrics. Sampled tasks: for
 /// each temperature, `samples` completions per problem, sample j of a batch of problems starting
 /// at problem b drawn with seed + 1000003·j + b (the same in every mode); metrics
 /// pass_at_k_metrics per temperature, then each pass@k again with best = true at the temperature
-/// where it is highest (the first on ties). Completions are cut at task.stop; generation itself
-/// stops at EOS or max_new_tokens. Throws fbt::Error for bad options (naming the flag), e.g.
+/// where it is highest (the first on ties). Completions are cut at task.stop (not with chat);
+/// generation itself stops at EOS (chat: the end-of-turn token) or max_new_tokens. Throws fbt::Error for bad options (naming the flag), e.g.
 /// max_new_tokens ≥ context or a k above samples. For a Program task it first, before any
 /// generation, throws fbt::Error unless options.allow_code_execution is set and check_sandbox
 /// passes (bubblewrap works here).
@@ -115,7 +124,7 @@ GenEvalResult evaluate_generation(const GenTaskSpec& task, const GenTaskData& da
 
 /// The checks of evaluate_generation that need no model (it runs them first): batch ≥ 1; for a
 /// code task the opt-in (allow_code_execution), a positive finite --sandbox-timeout, --sandbox-jobs
-/// ≥ 1 and a working sandbox (check_sandbox); for a sampled task also samples ≥ 1, at least one
+/// ≥ 1 and a working sandbox (check_sandbox); chat prompts only for math tasks; for a sampled task also samples ≥ 1, at least one
 /// temperature, each passing check_temperature (generate.h), and every k of
 /// pass@k in [1, samples]. Throws fbt::Error naming the flag; `fbt eval` calls it before loading
 /// the checkpoint or opening any output, so bad options cost no generation and leave no file.

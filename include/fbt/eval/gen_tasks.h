@@ -21,6 +21,11 @@
 //   mbpp:      "You are an expert Python programmer, and here is your task: {text} Your code should
 //              pass these tests:\n\n{test 1}\n{test 2}\n{test 3}\n[BEGIN]\n"  solved: + "{code}\n[DONE]"
 //              (lm-eval's mbpp; '\r\n' in the file's code is written '\n')
+//
+// Chat prompts (`fbt eval --prompt-format chat`, math tasks only): the problem is one user turn,
+// GenProblem::user, rendered by the model's chat template with a generation prompt:
+//   gsm8k:     the question text;  math500: the problem text
+// Few-shot examples, if asked for, come first as earlier user/assistant turns (user, solution).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -30,6 +35,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fbt/data/chat_template.h"
 #include "fbt/eval/tasks.h"
 
 namespace fbt {
@@ -46,6 +52,8 @@ struct GenProblem {
   std::string id;              ///< the record's id (task_id, unique_id) or its 1-based record number
   std::string prompt;          ///< the problem as the model continues it
   std::string solved;          ///< prompt + reference solution: the problem as a few-shot example
+  std::string user;            ///< math tasks: the problem as a chat user message ("" for code tasks)
+  std::string solution;        ///< math tasks: the reference solution, a few-shot chat example's reply
   std::string reference;       ///< Gsm8kNumber / MathBoxed: the reference final answer
   std::string program_prefix;  ///< Program: the text before the completion in the checked program
   std::string tests;           ///< Program: the text after the completion (asserts, check call)
@@ -101,5 +109,16 @@ GenTaskData load_gen_task(const GenTaskSpec& task, const std::string& data_dir);
 /// Throws fbt::Error if shots < 0 or exceeds the pool.
 std::string build_gen_prompt(const GenTaskSpec& task, const GenTaskData& data, int64_t item, int64_t shots,
                              uint64_t seed);
+
+/// Throws fbt::Error naming --prompt-format unless `task` has chat prompts (the math tasks; the
+/// code tasks continue a program).
+void check_chat_task(const GenTaskSpec& task);
+
+/// The chat messages of problems[item] (`--prompt-format chat`): the same `shots` pool examples
+/// as build_gen_prompt, each a user turn (its `user`) and an assistant turn (its `solution`),
+/// then one user turn with the problem's `user`. Throws fbt::Error as build_gen_prompt and
+/// check_chat_task do.
+std::vector<ChatMessage> build_gen_chat(const GenTaskSpec& task, const GenTaskData& data, int64_t item, int64_t shots,
+                                        uint64_t seed);
 
 }  // namespace fbt

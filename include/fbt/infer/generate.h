@@ -48,6 +48,10 @@ struct GenerationOptions {
   int64_t pad_id = 0;          ///< token used for left padding (never attended)
   /// Streaming: called for every generated token (EOS excluded) with (row, token).
   std::function<void(int64_t, int64_t)> on_token;
+  /// Stop hook (may be empty): asked after each step's tokens are emitted, before the next decode
+  /// step; when it returns true generation ends and returns what was generated so far (`fbt chat`
+  /// stops a reply on Ctrl-C this way). It must be cheap: it runs once per token.
+  std::function<bool()> should_stop;
 };
 
 /// Generates continuations of `prompts` (token ids, different lengths allowed, each non-empty)

@@ -1,0 +1,44 @@
+// Streaming generated tokens to a terminal as text whose UTF-8 characters stay whole
+// (`fbt generate`, `fbt chat`).
+#pragma once
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "fbt/data/tokenizer.h"
+
+namespace fbt::cli {
+
+/// Length of the prefix of `text` that later tokens cannot change: drops a trailing incomplete
+/// UTF-8 sequence and trailing U+FFFD (what sentencepiece decodes byte pieces of a character
+/// still missing bytes to).
+size_t stable_prefix(const std::string& text);
+
+/// `text` with every control character except '\n' and '\t' (C0 and DEL: ESC starts terminal
+/// escape sequences) written as U+FFFD, so that model output cannot drive the terminal.
+std::string without_controls(const std::string& text);
+
+/// Prints generated tokens as text while they arrive: the whole token list is decoded each time
+/// and the newly stable suffix (stable_prefix) is written and flushed; with `terminal_safe`, as
+/// without_controls prints it.
+class TextStream {
+ public:
+  TextStream(const Tokenizer& tokenizer, std::ostream& out, bool terminal_safe = false)
+      : tokenizer_(tokenizer), out_(out), terminal_safe_(terminal_safe) {}
+  void push(int64_t token);
+  /// Writes whatever is left, then a newline.
+  void finish();
+  /// The tokens pushed so far.
+  const std::vector<int64_t>& tokens() const { return tokens_; }
+
+ private:
+  void print_up_to(const std::string& text, size_t end);
+  const Tokenizer& tokenizer_;
+  std::ostream& out_;
+  bool terminal_safe_;
+  std::vector<int64_t> tokens_;
+  size_t printed_ = 0;
+};
+
+}  // namespace fbt::cli
