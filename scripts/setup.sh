@@ -20,6 +20,7 @@ pkgs=(cmake g++ make git libtorch-dev sentencepiece
       libgloo-dev  # headers of Gloo, the CPU collectives of libtorch's c10d (distributed training)
       libopenblas0-pthread  # optimised BLAS: libtorch-dev alone pulls the reference BLAS
       libblas-dev  # links the CPU decode step to that BLAS (src/infer/cpu_decoder.cpp)
+      tmux  # the scripted terminal sessions of fbt chat's tests (tests/tools/test_chat_cli.cpp)
       python3-torch)  # the PyTorch reference of bench/reference/ and its cross-check test
 [ $torch2 = 1 ] && pkgs+=(python3-venv)  # the project venv of the PyTorch 2.x build
 missing=()
