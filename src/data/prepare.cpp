@@ -245,6 +245,27 @@ std::unique_ptr<Tokenizer> load_tokenizer_model(const std::string& path) {
   return BpeTokenizer::from_file(path);
 }
 
+/// Warns on `log` about documents that do not round-trip: invalid UTF-8, or valid UTF-8 that the
+/// --tokenizer-model's own settings change.
+void warn_lossy_documents(const SplitStats& train, const SplitStats& val, const Tokenizer& tok, const PrepareOptions& o,
+                          std::ostream& log) {
+  const int64_t lossy = train.lossy + val.lossy, invalid = train.lossy_invalid_utf8 + val.lossy_invalid_utf8;
+  if (invalid > 0)
+    log << "warning: " << invalid << " document(s) hold invalid UTF-8 and do not round-trip exactly (each "
+        << "malformed byte becomes U+FFFD)\n";
+  if (lossy > invalid) {  // valid UTF-8 changed: the tokenizer model's own settings
+    std::string settings;
+    if (const auto* bpe = dynamic_cast<const BpeTokenizer*>(&tok))
+      for (const auto& s : bpe->text_changing_settings()) settings += (settings.empty() ? "" : ", ") + s;
+    log << "warning: " << lossy - invalid << " document(s) of valid UTF-8 do not round-trip exactly: "
+        << (settings.empty() ? std::string("the tokenizer does not reproduce them")
+                             : "--tokenizer-model " + o.tokenizer_model + " changes text (" + settings +
+                                   ": a leading space is dropped, runs of spaces are collapsed and trimmed, "
+                                   "or unknown characters become <unk>)")
+        << "; a model trained by fbt prepare (no --tokenizer-model) round-trips every valid UTF-8 document\n";
+  }
+}
+
 /// The tokenizer of a dataset: the byte tokenizer, --tokenizer-model, or BPE trained on the train split.
 std::unique_ptr<Tokenizer> build_tokenizer(const PrepareOptions& o, const TrainValSplit& split, std::ostream& log) {
   if (o.tokenizer == "byte") return std::make_unique<ByteTokenizer>();
@@ -395,7 +416,6 @@ nlohmann::json prepare_dataset(const PrepareOptions& o, std::ostream& log) {
     if (s.tokens < 2)
       throw Error("corpus too small: the " + std::string(name) + " split has " + std::to_string(s.tokens) +
                   " token(s), need at least 2");
-  const auto* bpe = dynamic_cast<const BpeTokenizer*>(tok.get());
   std::vector<std::pair<fs::path, std::string>> tokenizer_tmps;  // temp file, final name
   for (const auto& [name, bytes] : tok->files()) {
     tokenizer_tmps.emplace_back(temps.add(out, name), name);
@@ -413,21 +433,8 @@ nlohmann::json prepare_dataset(const PrepareOptions& o, std::ostream& log) {
     log << name << ": " << s.documents << " documents, " << s.tokens << " tokens, " << s.bytes
         << " bytes (" << static_cast<double>(s.bytes) / static_cast<double>(s.tokens) << " bytes/token)\n";
   }
-  const int64_t lossy = train.lossy + val.lossy, invalid = train.lossy_invalid_utf8 + val.lossy_invalid_utf8;
-  if (invalid > 0)
-    log << "warning: " << invalid << " document(s) hold invalid UTF-8 and do not round-trip exactly (each "
-        << "malformed byte becomes U+FFFD)\n";
-  if (lossy > invalid) {  // valid UTF-8 changed: the tokenizer model's own settings
-    std::string settings;
-    if (bpe)
-      for (const auto& s : bpe->text_changing_settings()) settings += (settings.empty() ? "" : ", ") + s;
-    log << "warning: " << lossy - invalid << " document(s) of valid UTF-8 do not round-trip exactly: "
-        << (settings.empty() ? std::string("the tokenizer does not reproduce them")
-                             : "--tokenizer-model " + o.tokenizer_model + " changes text (" + settings +
-                                   ": a leading space is dropped, runs of spaces are collapsed and trimmed, "
-                                   "or unknown characters become <unk>)")
-        << "; a model trained by fbt prepare (no --tokenizer-model) round-trips every valid UTF-8 document\n";
-  }
+  const int64_t lossy = train.lossy + val.lossy;
+  warn_lossy_documents(train, val, *tok, o, log);
   nlohmann::json meta = {{"format", "fbt-dataset"}, {"format_version", 1},
                          {"tokenizer", tok->meta()}, {"splits", splits},
                          {"sources", sources},       {"options", options},
