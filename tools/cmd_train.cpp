@@ -14,7 +14,10 @@ void add_train_command(CLI::App& app) {
   auto opt = std::make_shared<TrainOptions>();
   cmd->add_option("--config", opt->config, "Preset (debug, small, 1b) or JSON file {model, train}")
       ->default_str("small");
-  cmd->add_option("--data", opt->data_dir, "Dataset directory from `fbt prepare`")->required();
+  cmd->add_option("--data", opt->data_dir,
+                  "Dataset directory from `fbt prepare` (from `fbt prepare --conversations`: supervised fine-tuning "
+                  "on whole conversations, the loss on the assistant tokens)")
+      ->required();
   cmd->add_option("--out", opt->out_dir, "Run directory")->required();
   cmd->add_option("--set", opt->sets, "Override a setting: model.KEY=VALUE or train.KEY=VALUE (repeatable)");
   cmd->add_option("--steps", opt->steps, "Training steps (overrides train.steps)")->check(integer_range(1, kMaxCount));
@@ -22,7 +25,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--force", opt->force, "Replace a different run already in --out");
   cmd->add_option("--init-from", opt->init_from,
                   "Warm start: a checkpoint (run/step dir or model.safetensors, e.g. from fbt import) whose weights "
-                  "and model config the run starts from, with the warm-start training settings (README)");
+                  "and model config the run starts from, with the warm-start training settings (on a conversation "
+                  "dataset the SFT ones: K=3 on every step; README)");
   cmd->add_flag("--verify", opt->verify_data,
                 "Check the data shards' full sha256 against meta.json (always: token counts and a sampled hash)");
   cmd->add_option("--device", opt->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
