@@ -23,14 +23,12 @@ struct EvalLossArgs {
 
 /// A conversation dataset (sft_data.h): the SFT loss, nats per assistant token, of each conversation
 /// cut to `window` tokens, after 0..K fused passes.
-void run_conversation_loss(const EvalLossArgs& a, LoadedCheckpoint& checkpoint, int64_t window) {
+void run_conversation_loss(const EvalLossArgs& a, LoadedCheckpoint& checkpoint, const Tokenizer& tokenizer,
+                           int64_t window) {
   if (a.contraction || a.options.sequential)
     throw Error("--contraction and --sequential score token windows; " + a.data + " is a conversation dataset");
-  const auto meta = read_dataset_meta(a.data);
-  const auto pad = meta["tokenizer"]["pad_id"].get<int64_t>() >= 0 ? meta["tokenizer"]["pad_id"].get<int64_t>()
-                                                                    : meta["tokenizer"]["eos_id"].get<int64_t>();
   const auto nats = evaluate_conversation_loss(checkpoint.model, SftData::open(a.data, a.split), a.options.batch, window,
-                                               pad, a.options.passes, a.options.max_tokens);
+                                               tokenizer.pad_id(), a.options.passes, a.options.max_tokens);
   std::cout << "checkpoint " << checkpoint.model_file << " (step " << checkpoint.info.step << "), conversations of "
             << a.data << " (" << a.split << "), cut to " << window << " tokens; nats per assistant token\n"
             << "| mode | nats/token |\n|---|---|\n";
@@ -55,7 +53,7 @@ void run_eval_loss(const EvalLossArgs& a) {
   check_tokenizer_matches(tokenizer->meta(), a.data, checkpoint);
   const TokenShard shard = open_split(a.data, a.split, a.verify);
   const int64_t window = a.options.context > 0 ? a.options.context : checkpoint.model->config().context;
-  if (is_conversation_dataset(read_dataset_meta(a.data))) return run_conversation_loss(a, checkpoint, window);
+  if (is_conversation_dataset(read_dataset_meta(a.data))) return run_conversation_loss(a, checkpoint, *tokenizer, window);
 
   const auto results = evaluate_loss(checkpoint.model, shard, *tokenizer, a.options);
   std::cout << "checkpoint " << checkpoint.model_file << " (step " << checkpoint.info.step << "), data "

@@ -188,11 +188,6 @@ class TrainingRun {
   void save_checkpoint();
   void check_weights_finite() const;
   std::string latest_note() const;
-  /// The id padding conversation rows: the tokenizer's pad, else its EOS (never scored or attended).
-  int64_t pad_id() const {
-    const auto pad = tok_.at("pad_id").get<int64_t>();
-    return pad >= 0 ? pad : tok_.at("eos_id").get<int64_t>();
-  }
   void print_summary();
   double wall_s() const {
     return wall_s_before_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start_).count();
@@ -305,6 +300,7 @@ void TrainingRun::load_config() {
 void TrainingRun::open_data() {
   const auto meta = read_dataset_meta(opt_.data_dir);
   tok_ = meta.at("tokenizer");
+  tokenizer_ = Tokenizer::load(opt_.data_dir);
   if (opt_.resume) check_run_tokenizer(opt_, tok_);
   if (!init_file_.empty()) check_init_tokenizer(opt_, tok_, init_info_, init_file_);
   const int64_t vocab = tok_.at("vocab_size").get<int64_t>();
@@ -451,7 +447,7 @@ void TrainingRun::build_model() {
        << "precision: " << (uses_bf16_autocast(tc.precision, device_) ? "bf16 autocast" : "fp32")
        << " (weights, optimiser state and loss fp32)\n";
   if (sft_train_)
-    loader_ = std::make_unique<SftLoader>(*sft_train_, tc.batch_size, T_, pad_id(), tc.seed);
+    loader_ = std::make_unique<SftLoader>(*sft_train_, tc.batch_size, T_, tokenizer_->pad_id(), tc.seed);
   else
     loader_ = std::make_unique<BatchLoader>(*train_shard_, tc.batch_size, T_, tc.seed);
   pass_rng_.seed(tc.seed ^ 0x9E3779B97F4A7C15ULL);
@@ -519,7 +515,6 @@ void TrainingRun::start_gradient_sync() {
          << (tc.activation_checkpointing ? ", after backward (activation checkpointing)" : ", overlapping backward")
          << "\n";
   }
-  tokenizer_ = Tokenizer::load(opt_.data_dir);
 }
 
 // ---- the step: K-pass forward and backward over this rank's micro-batches, sync, update
@@ -662,7 +657,7 @@ void TrainingRun::record_step(const StepOutcome& s) {
 // ---- validation: standard and fused(1) loss on the val split (rank 0)
 void TrainingRun::validate() {
   if (sft_val_) {
-    const auto nats = evaluate_conversation_loss(model_, *sft_val_, rc_.train.batch_size, T_, pad_id(), 1,
+    const auto nats = evaluate_conversation_loss(model_, *sft_val_, rc_.train.batch_size, T_, tokenizer_->pad_id(), 1,
                                                  rc_.train.eval_tokens);
     report_validation(nats[0], nats[1], std::nan(""), std::nan(""));
     return;
