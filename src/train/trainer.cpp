@@ -300,9 +300,9 @@ void TrainingRun::load_config() {
 void TrainingRun::open_data() {
   const auto meta = read_dataset_meta(opt_.data_dir);
   tok_ = meta.at("tokenizer");
-  tokenizer_ = Tokenizer::load(opt_.data_dir);
   if (opt_.resume) check_run_tokenizer(opt_, tok_);
   if (!init_file_.empty()) check_init_tokenizer(opt_, tok_, init_info_, init_file_);
+  tokenizer_ = Tokenizer::load(opt_.data_dir);
   const int64_t vocab = tok_.at("vocab_size").get<int64_t>();
   if (rc_.model.vocab_size != vocab) {
     if (opt_.resume || !init_file_.empty())
