@@ -1,0 +1,120 @@
+// Continuous batching for serving (paper App. D): sequences join and leave a running decode batch
+// between steps, each with its own KV cache, feedback state h_prev and sampler.
+//
+// The engine owns one scheduler thread. Every iteration it (1) admits queued sequences while fewer
+// than max_batch are active, (2) runs one prefill chunk of at most prefill_chunk prompt tokens for
+// the oldest sequence still prefilling, and (3) runs one batched decode step over every sequence
+// that has finished its prefill. A sequence's results do not depend on which others share its
+// batch: its prefill runs alone (B = 1, fixed chunking), the batched decode step computes every row
+// with batch-invariant kernels (CpuDecoder's batch-invariant mode; on other models one decode_step
+// per row), and each sequence samples with its own generator seeded by its own seed.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fbt/infer/generate.h"
+#include "fbt/model/model.h"
+#include "fbt/util/error.h"
+
+namespace fbt {
+
+/// One sequence to generate.
+struct SequenceRequest {
+  std::vector<int64_t> prompt;  ///< token ids, 1..context-1 of them, each in [0, vocab)
+  DecodeMode mode = DecodeMode::Standard;
+  int64_t fused_passes = 1;     ///< k of Fused(k), ≥ 1
+  SamplingOptions sampling;     ///< temperature / top_k / top_p / seed of this sequence's own generator
+  int64_t max_new_tokens = 16;  ///< ≥ 1; generation also stops at the model context
+  std::vector<int64_t> stop_tokens;  ///< sampling one ends the sequence (not reported): EOS, end of turn
+  int64_t top_logprobs = -1;    ///< < 0: no log-probabilities; n ≥ 0: each token's and the n most likely
+};
+
+/// One generated token.
+struct TokenEvent {
+  int64_t token = 0;
+  int64_t index = 0;     ///< 0 for the first generated token of the sequence
+  float logprob = 0.0f;  ///< log p(token) under the sampling distribution's logits (log-softmax of the
+                         ///< raw logits, before temperature); 0 when top_logprobs < 0
+  std::vector<std::pair<int64_t, float>> top;  ///< the top_logprobs most likely (token, logprob), best first
+};
+
+enum class FinishReason {
+  Stop,       ///< a stop token was sampled
+  Length,     ///< max_new_tokens reached, or the model context is full
+  Cancelled,  ///< Engine::cancel (client gone, stop string found by the caller, shutdown)
+};
+
+/// "stop", "length" or "cancelled" (OpenAI's finish_reason for the first two).
+std::string finish_reason_name(FinishReason reason);
+
+/// Called on the engine thread. They must be quick (they delay every other sequence) and may call
+/// Engine::cancel but nothing else of the engine. on_finish is called exactly once per submitted
+/// sequence, after its last on_token.
+struct SequenceCallbacks {
+  std::function<void(const TokenEvent&)> on_token;
+  std::function<void(FinishReason)> on_finish;
+};
+
+struct EngineOptions {
+  int64_t max_batch = 16;       ///< sequences decoded together at most (≥ 1)
+  int64_t max_queue = 64;       ///< sequences waiting for a batch slot at most (≥ 0)
+  int64_t prefill_chunk = 256;  ///< prompt tokens per prefill call (≥ 1); longer prompts are chunked
+};
+
+/// A consistent snapshot of the engine's counters (for GET /metrics).
+struct EngineStats {
+  int64_t queued = 0;            ///< sequences waiting for a slot
+  int64_t active = 0;            ///< sequences prefilling or decoding
+  int64_t submitted = 0;         ///< sequences accepted since start
+  int64_t finished = 0;          ///< sequences finished since start (any reason)
+  int64_t prompt_tokens = 0;     ///< prompt tokens prefilled since start
+  int64_t generated_tokens = 0;  ///< tokens generated since start (stop tokens excluded)
+  double busy_seconds = 0;       ///< wall time spent in prefill and decode calls
+};
+
+/// Thrown by Engine::submit when max_queue sequences already wait (HTTP 429/503).
+struct QueueFull : Error {
+  using Error::Error;
+};
+
+/// Thrown by Engine::submit after drain() began (HTTP 503).
+struct ShuttingDown : Error {
+  using Error::Error;
+};
+
+class Engine {
+ public:
+  /// Starts the scheduler thread on `model` (eval mode, no grad). Throws fbt::Error for options
+  /// outside their ranges (naming the field).
+  Engine(FBT model, const EngineOptions& options);
+  /// Cancels what is left (on_finish(Cancelled)) and joins the scheduler thread.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  /// Checks `request` (throws fbt::Error naming the field: prompt empty or too long for the context,
+  /// a token outside the vocabulary, max_new_tokens < 1, fused_passes < 1, sampling options) and
+  /// queues it. Thread-safe. Returns the sequence's id. Throws QueueFull or ShuttingDown.
+  uint64_t submit(SequenceRequest request, SequenceCallbacks callbacks);
+
+  /// Ends sequence `id` before its next step (its slot and cache are freed at once); on_finish(Cancelled)
+  /// follows unless it already finished. Thread-safe; unknown or finished ids are ignored.
+  void cancel(uint64_t id);
+
+  /// Refuses new sequences (submit throws ShuttingDown) and blocks until every queued and active
+  /// sequence has finished. Thread-safe.
+  void drain();
+
+  EngineStats stats() const;
+  const ModelConfig& config() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace fbt
