@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "fbt/infer/batch_gemv.h"
 #include "fbt/util/error.h"
 
 #ifdef FBT_WITH_BLAS
@@ -21,8 +22,10 @@ void sgemv_(const char* trans, const int* m, const int* n, const float* alpha, c
 namespace fbt {
 namespace {
 
-/// y[B,N] = x[B,K] · W[N,K]ᵀ, all row-major (a bias-free nn::Linear).
-void linear(const float* x, int64_t B, int64_t K, const float* W, int64_t N, float* y) {
+/// y[B,N] = x[B,K] · W[N,K]ᵀ, all row-major (a bias-free nn::Linear). `batch_invariant`:
+/// batch_invariant_linear (a row's result is the same in any batch), else BLAS (sgemv at B = 1).
+void linear(const float* x, int64_t B, int64_t K, const float* W, int64_t N, float* y, bool batch_invariant) {
+  if (batch_invariant) return batch_invariant_linear(x, B, K, W, N, y);
 #ifdef FBT_WITH_BLAS
   // Column-major view: yᵀ (N×B) = W (N×K, stored as its K×N transpose) · xᵀ (K×B).
   const int k = int(K), n = int(N), b = int(B), one = 1;
@@ -73,22 +76,23 @@ std::vector<float> stack_rows(const std::vector<torch::Tensor>& weights) {
 }  // namespace
 
 bool CpuDecoder::supports(FBT& model) {
-  // The packed step implements the paper's block (ModelConfig's defaults: QK-norm, head gates, no
-  // biases, tied head, unscaled RoPE); other configs (the Llama family) decode with decode_step.
+  // The packed step implements both blocks (the paper's, and the Llama family's pre-norm block,
+  // with or without QK-norm, tied or untied head) with unscaled RoPE and without biases; other
+  // configs (Qwen2's q/k/v biases, Llama-3's scaled RoPE) decode with decode_step.
   const auto& c = model->config();
-  if (c.block != BlockKind::Fbt || !c.qk_norm || c.attention_bias || c.attention_out_bias || !c.tie_embeddings ||
-      c.rope_scaling != RopeScaling::None)
-    return false;
+  if (c.attention_bias || c.attention_out_bias || c.rope_scaling != RopeScaling::None) return false;
   for (const auto& p : model->parameters())
     if (!p.device().is_cpu() || p.scalar_type() != torch::kFloat) return false;
   return true;
 }
 
-CpuDecoder::CpuDecoder(FBT& model) : config_(model->config()), model_(model) {
+CpuDecoder::CpuDecoder(FBT& model, bool batch_invariant)
+    : config_(model->config()), model_(model), batch_invariant_(batch_invariant) {
   if (!supports(model)) throw Error("CpuDecoder needs an fp32 model on the CPU");
   const auto params = model->named_parameters();
   auto get = [&](const std::string& name) { return params[name].detach().contiguous(); };
   embedding_ = get("embedding.weight");
+  head_ = config_.tie_embeddings ? embedding_ : get("lm_head.weight");
   input_norm_ = get("input_norm.weight");
   final_norm_ = get("final_norm.weight");
   w_u_ = get("fusion.w_u.weight");
@@ -96,17 +100,22 @@ CpuDecoder::CpuDecoder(FBT& model) : config_(model->config()), model_(model) {
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     const std::string b = "blocks." + std::to_string(l) + ".";
     Layer layer;
-    layer.qkvg = stack_rows({get(b + "attn.wq.weight"), get(b + "attn.wk.weight"), get(b + "attn.wv.weight"),
-                             get(b + "attn.gate.weight")});
+    std::vector<torch::Tensor> qkvg{get(b + "attn.wq.weight"), get(b + "attn.wk.weight"), get(b + "attn.wv.weight")};
+    if (paper_block()) qkvg.push_back(get(b + "attn.gate.weight"));
+    layer.qkvg = stack_rows(qkvg);
     layer.gate_up = stack_rows({get(b + "mlp.w_gate.weight"), get(b + "mlp.w_up.weight")});
     layer.wo = get(b + "attn.wo.weight");
     layer.w_down = get(b + "mlp.w_down.weight");
     layer.attn_norm_in = get(b + "attn_norm_in.weight");
-    layer.q_norm = get(b + "attn.q_norm.weight");
-    layer.k_norm = get(b + "attn.k_norm.weight");
-    layer.attn_norm_out = get(b + "attn_norm_out.weight");
+    if (config_.qk_norm) {
+      layer.q_norm = get(b + "attn.q_norm.weight");
+      layer.k_norm = get(b + "attn.k_norm.weight");
+    }
+    if (paper_block()) {
+      layer.attn_norm_out = get(b + "attn_norm_out.weight");
+      layer.mlp_norm_out = get(b + "mlp_norm_out.weight");
+    }
     layer.mlp_norm_in = get(b + "mlp_norm_in.weight");
-    layer.mlp_norm_out = get(b + "mlp_norm_out.weight");
     layer.window = config_.layer_window(l);
     layers_.push_back(std::move(layer));
   }
@@ -119,7 +128,7 @@ CpuDecoder::CpuDecoder(FBT& model) : config_(model->config()), model_(model) {
 void CpuDecoder::reserve_rows(int64_t B) {
   if (B == rows_) return;
   const int64_t D = config_.d_model, H = config_.n_heads, Dh = config_.head_dim();
-  const int64_t proj = (H + 2 * config_.n_kv_heads) * Dh + H;
+  const int64_t proj = proj_width();
   for (auto* buf : {&x_, &a_, &e_n_, &fused_a_, &fused_b_, &branch_}) buf->assign(B * D, 0.0f);
   proj_.assign(B * proj, 0.0f);
   attn_.assign(B * H * Dh, 0.0f);
@@ -128,28 +137,25 @@ void CpuDecoder::reserve_rows(int64_t B) {
   rows_ = B;
 }
 
-void CpuDecoder::attend(int64_t layer, const KVCache& cache, int64_t slot) {
-  const int64_t B = rows_, H = config_.n_heads, Hkv = config_.n_kv_heads, Dh = config_.head_dim();
-  const int64_t G = H / Hkv, S = cache.length, cap = cache.capacity();
-  const int64_t proj = (H + 2 * Hkv) * Dh + H, window = layers_[layer].window;
-  const float* keys = ptr(cache.k[layer]);    // [B,Hkv,cap,Dh]
-  const float* values = ptr(cache.v[layer]);  // [B,Hkv,cap,Dh]
-  const int64_t* pos = cache.slot_pos.data_ptr<int64_t>();  // [B,cap]
-  const bool* valid = cache.slot_valid.data_ptr<bool>();   // [B,cap]
+void CpuDecoder::attend(int64_t layer, const std::vector<RowCache>& rows) {
+  const int64_t H = config_.n_heads, Hkv = config_.n_kv_heads, Dh = config_.head_dim();
+  const int64_t G = H / Hkv, proj = proj_width(), window = layers_[layer].window;
   const float inv_sqrt = float(1.0 / std::sqrt(double(Dh)));
-  scores_.resize(S);
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t qpos = pos[b * cap + slot];
+  for (int64_t b = 0; b < int64_t(rows.size()); ++b) {
+    const RowCache& row = rows[b];
+    const int64_t slot = row.slot, cap = row.capacity, qpos = row.pos[slot];
+    scores_.resize(slot + 1);
     for (int64_t h = 0; h < H; ++h) {
       const float* q = proj_.data() + b * proj + h * Dh;
-      const int64_t kv = (b * Hkv + h / G) * cap;  // first slot of this row's KV head
+      const float* keys = row.k[layer] + (h / G) * cap * Dh;    // this head's KV head [cap,Dh]
+      const float* values = row.v[layer] + (h / G) * cap * Dh;
       float top = -std::numeric_limits<float>::infinity();
-      for (int64_t s = 0; s < S; ++s) {  // the mask of make_masks: real, causal, in window, or self
-        const int64_t kpos = pos[b * cap + s];
-        const bool allowed = s == slot || (valid[b * cap + s] && kpos <= qpos && (window == 0 || qpos - kpos < window));
+      for (int64_t s = 0; s <= slot; ++s) {  // the mask of make_masks: real, causal, in window, or self
+        const int64_t kpos = row.pos[s];
+        const bool allowed = s == slot || (row.valid[s] && kpos <= qpos && (window == 0 || qpos - kpos < window));
         float score = -std::numeric_limits<float>::infinity();
         if (allowed) {
-          const float* k = keys + (kv + s) * Dh;
+          const float* k = keys + s * Dh;
           float dot = 0;
           for (int64_t j = 0; j < Dh; ++j) dot += q[j] * k[j];
           score = dot * inv_sqrt;
@@ -160,46 +166,143 @@ void CpuDecoder::attend(int64_t layer, const KVCache& cache, int64_t slot) {
       float* y = attn_.data() + b * H * Dh + h * Dh;
       std::fill(y, y + Dh, 0.0f);
       float total = 0;
-      for (int64_t s = 0; s < S; ++s) {
+      for (int64_t s = 0; s <= slot; ++s) {
         if (scores_[s] == -std::numeric_limits<float>::infinity()) continue;
         const float p = std::exp(scores_[s] - top);
         total += p;
-        const float* v = values + (kv + s) * Dh;
+        const float* v = values + s * Dh;
         for (int64_t j = 0; j < Dh; ++j) y[j] += p * v[j];
       }
-      const float gate = sigmoid(proj_[b * proj + (H + 2 * Hkv) * Dh + h]) / total;  // per-head output gate
+      const float gate = (paper_block() ? sigmoid(proj_[b * proj + (H + 2 * Hkv) * Dh + h]) : 1.0f) / total;  // per-head output gate
       for (int64_t j = 0; j < Dh; ++j) y[j] *= gate;
     }
   }
 }
 
-torch::Tensor CpuDecoder::step(const torch::Tensor& tokens_in, DecodeMode mode, KVCache& cache) {
-  const int64_t B = tokens_in.numel(), D = config_.d_model, V = config_.vocab_size, F = config_.d_ff;
-  const int64_t H = config_.n_heads, Hkv = config_.n_kv_heads, Dh = config_.head_dim();
-  const int64_t proj = (H + 2 * Hkv) * Dh + H;
-  if (B != cache.batch() || int64_t(cache.k.size()) != config_.n_layers || cache.k[0].size(3) != Dh ||
-      cache.k[0].scalar_type() != torch::kFloat || !cache.k[0].device().is_cpu())
+void CpuDecoder::check_cache(const KVCache& cache) const {
+  if (int64_t(cache.k.size()) != config_.n_layers || cache.k[0].size(3) != config_.head_dim() ||
+      cache.k[0].size(1) != config_.n_kv_heads || cache.k[0].scalar_type() != torch::kFloat ||
+      !cache.k[0].device().is_cpu() || !cache.k[0].is_contiguous())
     throw Error("CpuDecoder::step: the KV cache does not match the model, batch or fp32 CPU layout");
-  reserve_rows(B);
-  auto tokens = tokens_in.to(torch::kLong).contiguous();
-  const int64_t* tok = tokens.data_ptr<int64_t>();
-  auto last = cache.last_token.contiguous();
-  auto h_prev = cache.h_prev.contiguous();
+}
 
-  // The input: plain RMSNorm_in(e) or the latent-feedback fusion (paper Eq. 4, decode.cpp).
-  bool any_fused = false;
-  std::vector<char> plain(B);
+CpuDecoder::RowCache CpuDecoder::row_view(KVCache& cache, int64_t b, int64_t slot) const {
+  RowCache row;
+  row.capacity = cache.capacity();
+  row.slot = slot;
+  const int64_t per_row = config_.n_kv_heads * row.capacity * config_.head_dim();
+  for (int64_t l = 0; l < config_.n_layers; ++l) {
+    row.k.push_back(cache.k[l].data_ptr<float>() + b * per_row);
+    row.v.push_back(cache.v[l].data_ptr<float>() + b * per_row);
+  }
+  row.pos = cache.slot_pos.data_ptr<int64_t>() + b * row.capacity;
+  row.valid = cache.slot_valid.data_ptr<bool>() + b * row.capacity;
+  return row;
+}
+
+void CpuDecoder::check_tokens(const torch::Tensor& tokens) const {
+  const int64_t V = config_.vocab_size;
+  for (int64_t b = 0; b < tokens.numel(); ++b) {
+    const int64_t t = tokens.data_ptr<int64_t>()[b];
+    if (t < 0 || t >= V)
+      throw Error("token id " + std::to_string(t) + " outside the model vocabulary [0, " + std::to_string(V) + ")");
+  }
+}
+
+void CpuDecoder::add_branch(const torch::Tensor& norm_out, int64_t B) {
+  const int64_t D = config_.d_model;
+  const float scale = float(scale_);
   for (int64_t b = 0; b < B; ++b) {
-    if (tok[b] < 0 || tok[b] >= V)
-      throw Error("token id " + std::to_string(tok[b]) + " outside the model vocabulary [0, " + std::to_string(V) + ")");
-    rms_norm(ptr(embedding_) + tok[b] * D, ptr(input_norm_), D, config_.norm_eps, e_n_.data() + b * D);
+    float* y = branch_.data() + b * D;
+    if (paper_block()) rms_norm(y, ptr(norm_out), D, config_.norm_eps, y);
+    for (int64_t i = 0; i < D; ++i) x_[b * D + i] += scale * y[i];
+  }
+}
+
+int64_t CpuDecoder::proj_width() const {
+  const int64_t gates = paper_block() ? config_.n_heads : 0;
+  return (config_.n_heads + 2 * config_.n_kv_heads) * config_.head_dim() + gates;
+}
+
+const std::vector<float>& CpuDecoder::state() const {
+  return config_.feedback_state == FeedbackState::PostNorm ? a_ : x_;
+}
+
+torch::Tensor CpuDecoder::step(const torch::Tensor& tokens_in, DecodeMode mode, KVCache& cache) {
+  const int64_t B = tokens_in.numel(), D = config_.d_model;
+  check_cache(cache);
+  if (B != cache.batch()) throw Error("CpuDecoder::step: the KV cache does not match the model, batch or fp32 CPU layout");
+  auto tokens = tokens_in.to(torch::kLong).contiguous();
+  check_tokens(tokens);
+  auto last = cache.last_token.contiguous();
+  std::vector<char> plain(B);
+  for (int64_t b = 0; b < B; ++b)
     plain[b] = mode == DecodeMode::Standard || last.data_ptr<int64_t>()[b] == config_.doc_separator_id;
+  auto h_prev = cache.h_prev.contiguous();
+  const int64_t slot = cache.reserve(Layout{cache.next_pos.view({-1, 1}), {}});
+  std::vector<RowCache> rows;
+  for (int64_t b = 0; b < B; ++b) rows.push_back(row_view(cache, b, slot));
+  auto logits = forward(tokens.data_ptr<int64_t>(), plain, ptr(h_prev), rows);
+  cache.h_prev = torch::from_blob(const_cast<float*>(state().data()), {B, D}, torch::kFloat).clone();
+  cache.last_token = tokens;
+  cache.next_pos = cache.next_pos + 1;
+  return logits;
+}
+
+torch::Tensor CpuDecoder::step(const torch::Tensor& tokens_in, const std::vector<DecodeMode>& modes,
+                               const std::vector<KVCache*>& caches) {
+  const int64_t B = tokens_in.numel(), D = config_.d_model;
+  if (int64_t(modes.size()) != B || int64_t(caches.size()) != B)
+    throw Error("CpuDecoder::step: " + std::to_string(B) + " tokens but " + std::to_string(modes.size()) +
+                " modes and " + std::to_string(caches.size()) + " caches");
+  auto tokens = tokens_in.to(torch::kLong).contiguous();
+  check_tokens(tokens);
+  std::vector<char> plain(B);
+  std::vector<float> h_prev(B * D);
+  for (int64_t b = 0; b < B; ++b) {
+    KVCache& cache = *caches[b];
+    check_cache(cache);
+    if (cache.batch() != 1) throw Error("CpuDecoder::step: a sequence's KV cache must have batch 1");
+    cache.check_room(1);  // before any cache claims its slot
+    plain[b] = modes[b] == DecodeMode::Standard || cache.last_token.item<int64_t>() == config_.doc_separator_id;
+    auto h = cache.h_prev.to(torch::kFloat).contiguous();
+    std::memcpy(h_prev.data() + b * D, ptr(h), D * sizeof(float));
+  }
+  std::vector<RowCache> rows;
+  for (int64_t b = 0; b < B; ++b) {
+    KVCache& cache = *caches[b];
+    rows.push_back(row_view(cache, 0, cache.reserve(Layout{cache.next_pos.view({-1, 1}), {}})));
+  }
+  auto logits = forward(tokens.data_ptr<int64_t>(), plain, h_prev.data(), rows);
+  for (int64_t b = 0; b < B; ++b) {
+    KVCache& cache = *caches[b];
+    cache.h_prev = torch::from_blob(const_cast<float*>(state().data()) + b * D, {1, D}, torch::kFloat).clone();
+    cache.last_token = tokens.narrow(0, b, 1).clone();
+    cache.next_pos = cache.next_pos + 1;
+  }
+  return logits;
+}
+
+torch::Tensor CpuDecoder::forward(const int64_t* tok, const std::vector<char>& plain, const float* h_prev,
+                                  const std::vector<RowCache>& rows) {
+  const int64_t B = plain.size(), D = config_.d_model, V = config_.vocab_size, F = config_.d_ff;
+  const int64_t H = config_.n_heads, Hkv = config_.n_kv_heads, Dh = config_.head_dim();
+  const int64_t proj = proj_width();
+  reserve_rows(B);
+  const bool invariant = batch_invariant_;
+
+  // The input (FBT::plain_input, FBT::fused_input): plain RMSNorm_in(e) (block llama: the raw e)
+  // or the latent-feedback fusion (paper Eq. 4) of RMSNorm_in(e) with h_prev.
+  bool any_fused = false;
+  for (int64_t b = 0; b < B; ++b) {
+    const float* e = ptr(embedding_) + tok[b] * D;
+    rms_norm(e, ptr(input_norm_), D, config_.norm_eps, e_n_.data() + b * D);
+    std::copy(paper_block() ? e_n_.data() + b * D : e, (paper_block() ? e_n_.data() + b * D : e) + D, x_.data() + b * D);
     any_fused = any_fused || !plain[b];
   }
-  std::copy(e_n_.begin(), e_n_.end(), x_.begin());
   if (any_fused) {
-    linear(ptr(h_prev), B, D, ptr(w_u_), D, fused_a_.data());  // W_U h_prev
-    linear(e_n_.data(), B, D, ptr(w_g_), D, fused_b_.data());  // W_G e_n
+    linear(h_prev, B, D, ptr(w_u_), D, fused_a_.data(), invariant);  // W_U h_prev
+    linear(e_n_.data(), B, D, ptr(w_g_), D, fused_b_.data(), invariant);  // W_G e_n
     for (int64_t b = 0; b < B; ++b) {
       if (plain[b]) continue;
       float* g = fused_a_.data() + b * D;
@@ -211,63 +314,46 @@ torch::Tensor CpuDecoder::step(const torch::Tensor& tokens_in, DecodeMode mode, 
     }
   }
 
-  const int64_t slot = cache.reserve(Layout{cache.next_pos.view({-1, 1}), {}});
-  const int64_t* pos = cache.slot_pos.data_ptr<int64_t>();
-  const int64_t cap = cache.capacity();
-  const float scale = float(scale_);
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     const Layer& L = layers_[l];
-    // Attention branch: x += s · norm_out(Wo · gate ⊙ attention(q, K, V)).
+    // Attention branch: x += s · norm_out(Wo · gate ⊙ attention(q, K, V)) (block llama: x += Wo · attention).
     for (int64_t b = 0; b < B; ++b) rms_norm(x_.data() + b * D, ptr(L.attn_norm_in), D, config_.norm_eps, a_.data() + b * D);
-    linear(a_.data(), B, D, L.qkvg.data(), proj, proj_.data());
-    float* keys = cache.k[l].data_ptr<float>();
-    float* values = cache.v[l].data_ptr<float>();
+    linear(a_.data(), B, D, L.qkvg.data(), proj, proj_.data(), invariant);
     for (int64_t b = 0; b < B; ++b) {
       float* row = proj_.data() + b * proj;
-      const int64_t p = pos[b * cap + slot];
+      const RowCache& cache = rows[b];
+      const int64_t p = cache.pos[cache.slot];
       for (int64_t h = 0; h < H; ++h) {
-        rms_norm(row + h * Dh, ptr(L.q_norm), Dh, config_.norm_eps, row + h * Dh);
+        if (config_.qk_norm) rms_norm(row + h * Dh, ptr(L.q_norm), Dh, config_.norm_eps, row + h * Dh);
         rope(row + h * Dh, Dh, inv_freq_, p);
       }
       for (int64_t h = 0; h < Hkv; ++h) {
         float* k = row + (H + h) * Dh;
-        rms_norm(k, ptr(L.k_norm), Dh, config_.norm_eps, k);
+        if (config_.qk_norm) rms_norm(k, ptr(L.k_norm), Dh, config_.norm_eps, k);
         rope(k, Dh, inv_freq_, p);
-        const int64_t at = ((b * Hkv + h) * cap + slot) * Dh;
-        std::memcpy(keys + at, k, Dh * sizeof(float));
-        std::memcpy(values + at, row + (H + Hkv + h) * Dh, Dh * sizeof(float));
+        const int64_t at = (h * cache.capacity + cache.slot) * Dh;
+        std::memcpy(cache.k[l] + at, k, Dh * sizeof(float));
+        std::memcpy(cache.v[l] + at, row + (H + Hkv + h) * Dh, Dh * sizeof(float));
       }
     }
-    attend(l, cache, slot);
-    linear(attn_.data(), B, H * Dh, ptr(L.wo), D, branch_.data());
-    for (int64_t b = 0; b < B; ++b) {
-      float* y = branch_.data() + b * D;
-      rms_norm(y, ptr(L.attn_norm_out), D, config_.norm_eps, y);
-      for (int64_t i = 0; i < D; ++i) x_[b * D + i] += scale * y[i];
-    }
-    // MLP branch: x += s · norm_out(W_down(silu(W_gate a) ⊙ W_up a)).
+    attend(l, rows);
+    linear(attn_.data(), B, H * Dh, ptr(L.wo), D, branch_.data(), invariant);
+    add_branch(L.attn_norm_out, B);
+    // MLP branch: x += s · norm_out(W_down(silu(W_gate a) ⊙ W_up a)) (block llama: no norm_out, s = 1).
     for (int64_t b = 0; b < B; ++b) rms_norm(x_.data() + b * D, ptr(L.mlp_norm_in), D, config_.norm_eps, a_.data() + b * D);
-    linear(a_.data(), B, D, L.gate_up.data(), 2 * F, gate_up_.data());
+    linear(a_.data(), B, D, L.gate_up.data(), 2 * F, gate_up_.data(), invariant);
     for (int64_t b = 0; b < B; ++b) {
       const float* gu = gate_up_.data() + b * 2 * F;
       for (int64_t i = 0; i < F; ++i) act_[b * F + i] = gu[i] * sigmoid(gu[i]) * gu[F + i];
     }
-    linear(act_.data(), B, F, ptr(L.w_down), D, branch_.data());
-    for (int64_t b = 0; b < B; ++b) {
-      float* y = branch_.data() + b * D;
-      rms_norm(y, ptr(L.mlp_norm_out), D, config_.norm_eps, y);
-      for (int64_t i = 0; i < D; ++i) x_[b * D + i] += scale * y[i];
-    }
+    linear(act_.data(), B, F, ptr(L.w_down), D, branch_.data(), invariant);
+    add_branch(L.mlp_norm_out, B);
   }
 
-  // Head and feedback state: logits = FinalNorm(x) · Eᵀ; h_prev = FinalNorm(x) or x.
+  // Head and feedback state: logits = FinalNorm(x) · Eᵀ (or the untied head); h_prev = FinalNorm(x) or x.
   for (int64_t b = 0; b < B; ++b) rms_norm(x_.data() + b * D, ptr(final_norm_), D, config_.norm_eps, a_.data() + b * D);
   auto logits = torch::empty({B, V}, torch::kFloat);
-  linear(a_.data(), B, D, ptr(embedding_), V, logits.data_ptr<float>());
-  const auto& state = config_.feedback_state == FeedbackState::PostNorm ? a_ : x_;
-  cache.h_prev = torch::from_blob(const_cast<float*>(state.data()), {B, D}, torch::kFloat).clone();
-  cache.last_token = tokens;
-  cache.next_pos = cache.next_pos + 1;
+  linear(a_.data(), B, D, ptr(head_), V, logits.data_ptr<float>(), invariant);
   return logits;
 }
 

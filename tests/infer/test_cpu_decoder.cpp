@@ -23,7 +23,67 @@ std::vector<ModelConfig> configs() {
   variant.feedback_state = FeedbackState::PreNorm;
   variant.n_kv_heads = 4;  // no grouping
   variant.doc_separator_id = 3;
-  return {ModelConfig::preset("debug"), windowed, variant};
+  auto smol = ModelConfig::preset("debug");  // the Llama block as SmolLM2 has it: tied, no QK-norm
+  smol.block = BlockKind::Llama;
+  smol.qk_norm = false;
+  auto llama = variant;  // untied, QK-norm, Dh ≠ D/H, the separator
+  llama.block = BlockKind::Llama;
+  llama.tie_embeddings = false;
+  llama.head_dim_override = 32;
+  return {ModelConfig::preset("debug"), windowed, variant, smol, llama};
+}
+
+/// A copy of `cache` with storage of its own.
+KVCache clone(const KVCache& cache) {
+  KVCache c = cache;
+  for (auto& t : c.k) t = t.clone();
+  for (auto& t : c.v) t = t.clone();
+  for (auto* t : {&c.slot_pos, &c.slot_valid, &c.h_prev, &c.last_token, &c.next_pos}) *t = t->clone();
+  return c;
+}
+
+// Continuous batching (engine.h): three sequences of different lengths, each in its own cache and
+// mode, stepped together in batch-invariant mode. Each row equals decode_step on its own cache
+// (to fp32 rounding) and equals, bit for bit, the same sequence stepped alone.
+TEST(CpuDecoder, PerSequenceCachesStepLikeDecodeStepAndTheSameAlone) {
+  for (const auto& config : configs()) {
+    auto model = make_test_model(config);
+    torch::NoGradGuard no_grad;
+    const std::vector<DecodeMode> modes{DecodeMode::Soft, DecodeMode::Standard, DecodeMode::Fused};
+    std::vector<KVCache> caches;
+    std::vector<int64_t> next;
+    torch::manual_seed(9);
+    for (int64_t n : {2, 5, 9}) {
+      auto prompt = torch::randint(4, config.vocab_size, {1, n}, torch::kLong);
+      caches.emplace_back(config, 1, n + 4, torch::dtype(torch::kFloat));
+      auto mode = modes[caches.size() - 1];
+      next.push_back(prefill(model, prompt, torch::ones({1, n}, torch::kBool), mode, 2, caches.back()).argmax(-1).item<int64_t>());
+    }
+    next[0] = 3;  // the variant's separator: row 0's next input is plain
+    CpuDecoder decoder(model, /*batch_invariant=*/true);
+    for (int64_t s = 0; s < 3; ++s) {
+      const std::string where = enum_to_string(config.block) + " d_model " + std::to_string(config.d_model) +
+                                " step " + std::to_string(s);
+      std::vector<KVCache> generic, alone;
+      for (const auto& c : caches) {
+        generic.push_back(clone(c));
+        alone.push_back(clone(c));
+      }
+      std::vector<KVCache*> rows;
+      for (auto& c : caches) rows.push_back(&c);
+      auto logits = decoder.step(torch::tensor(next), modes, rows);  // [3,V]
+      for (int64_t b = 0; b < 3; ++b) {
+        auto expected = decode_step(model, torch::tensor({next[b]}), modes[b], generic[b]);
+        ASSERT_LT(max_abs_diff(logits[b], expected[0]), kTol) << where << " row " << b;
+        ASSERT_LT(max_abs_diff(caches[b].h_prev, generic[b].h_prev), kTol) << where << " row " << b;
+        ASSERT_EQ(caches[b].length, generic[b].length) << where;
+        auto single = decoder.step(torch::tensor({next[b]}), {modes[b]}, {&alone[b]});
+        ASSERT_TRUE(torch::equal(single[0], logits[b])) << where << " row " << b;
+        ASSERT_TRUE(torch::equal(alone[b].h_prev, caches[b].h_prev)) << where << " row " << b;
+      }
+      for (int64_t b = 0; b < 3; ++b) next[b] = logits[b].argmax().item<int64_t>();
+    }
+  }
 }
 
 // Left-padded prompts of unequal length, then 8 steps in lockstep through both steps from the

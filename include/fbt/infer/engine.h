@@ -46,9 +46,10 @@ enum class FinishReason {
   Stop,       ///< a stop token was sampled
   Length,     ///< max_new_tokens reached, or the model context is full
   Cancelled,  ///< Engine::cancel (client gone, stop string found by the caller, shutdown)
+  Error,      ///< the model step threw (out of memory, ...); the message went to stderr
 };
 
-/// "stop", "length" or "cancelled" (OpenAI's finish_reason for the first two).
+/// "stop", "length", "cancelled" or "error" (OpenAI's finish_reason for the first two).
 std::string finish_reason_name(FinishReason reason);
 
 /// Called on the engine thread. They must be quick (they delay every other sequence) and may call

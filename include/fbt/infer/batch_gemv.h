@@ -1,0 +1,21 @@
+// A batch-invariant matrix-vector product for decoding: y[b] = W · x[b] for a few rows b, each
+// rounded the same however many rows are computed together.
+#pragma once
+#include <cstdint>
+
+namespace fbt {
+
+/// y[B,N] = x[B,K] · W[N,K]ᵀ, all row-major fp32 (a bias-free nn::Linear).
+///
+/// Every y[b,n] is one dot product with a fixed summation order: 16 partial sums over k ≡ j mod 16
+/// in increasing k, added pairwise (8+8, 4+4, 2+2, 1+1), compiled without floating-point
+/// contraction. So y[b] is the same, bit for bit, at any B and for any other rows beside it — the
+/// property continuous batching needs (a served sequence's output must not depend on its batch),
+/// which BLAS does not give (OpenBLAS's sgemm picks other kernels as B grows; sgemv rounds unlike
+/// sgemm). Rows are taken four at a time for each weight row read, so the weights are streamed
+/// from memory once per four rows; output rows n are split across libtorch's intra-op threads.
+/// The x86-64-v3 (AVX2) clone is chosen at run time where the CPU has it; the result is the same
+/// on either clone, as neither contracts a multiply and an add.
+void batch_invariant_linear(const float* x, int64_t B, int64_t K, const float* W, int64_t N, float* y);
+
+}  // namespace fbt

@@ -1,0 +1,35 @@
+// batch_invariant_linear: a row's product is the same bits in any batch, and equals the matmul.
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include "fbt/infer/batch_gemv.h"
+
+namespace fbt {
+namespace {
+
+// Shape classes: K below one block of 16 lanes, a multiple of it, with a tail; N = 1, odd, large
+// enough to be split across threads. B = 1..9 covers the groups of four and every remainder.
+TEST(BatchGemv, EqualsTheMatmulAndARowIsTheSameInAnyBatch) {
+  for (auto [K, N] : {std::pair<int64_t, int64_t>{7, 5}, {16, 1}, {64, 259}, {100, 33}, {576, 1536}}) {
+    torch::manual_seed(K * 1000 + N);
+    auto W = torch::randn({N, K});
+    auto x = torch::randn({9, K});
+    for (int64_t B = 1; B <= 9; ++B) {
+      auto y = torch::empty({B, N});
+      batch_invariant_linear(x.data_ptr<float>(), B, K, W.data_ptr<float>(), N, y.data_ptr<float>());
+      auto expected = torch::mm(x.narrow(0, 0, B).to(torch::kDouble), W.to(torch::kDouble).t());
+      const std::string where = "K " + std::to_string(K) + " N " + std::to_string(N) + " B " + std::to_string(B);
+      EXPECT_LT((y.to(torch::kDouble) - expected).abs().max().item<double>(), 1e-5 * std::sqrt(double(K)) * 4) << where;
+      for (int64_t b = 0; b < B; ++b) {  // row b alone, from a copy at another address
+        auto row = x[b].clone();
+        auto alone = torch::empty({1, N});
+        batch_invariant_linear(row.data_ptr<float>(), 1, K, W.data_ptr<float>(), N, alone.data_ptr<float>());
+        ASSERT_TRUE(torch::equal(alone[0], y[b])) << where << " row " << b;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fbt

@@ -1,0 +1,258 @@
+// Engine (continuous batching, engine.h): a sequence's output does not depend on its batch.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "expect_error.h"
+#include "fbt/infer/engine.h"
+#include "test_model_helpers.h"
+
+namespace fbt {
+namespace {
+using testing::make_test_model;
+
+/// What the callbacks of one sequence saw.
+struct Outcome {
+  std::vector<int64_t> tokens;
+  std::vector<float> logprobs;
+  std::vector<std::vector<std::pair<int64_t, float>>> top;
+  std::optional<FinishReason> reason;
+  bool operator==(const Outcome& o) const {  // bitwise: the logprobs are compared with ==
+    return tokens == o.tokens && logprobs == o.logprobs && top == o.top && reason == o.reason;
+  }
+};
+
+std::string describe(const Outcome& o) {
+  std::ostringstream s;
+  s.precision(9);
+  s << "tokens";
+  for (size_t i = 0; i < o.tokens.size(); ++i) s << " " << o.tokens[i] << "(" << o.logprobs[i] << ")";
+  s << " finish " << (o.reason ? finish_reason_name(*o.reason) : "none");
+  return s.str();
+}
+
+/// Collects the outcomes of submitted sequences and waits for them.
+class Collector {
+ public:
+  uint64_t submit(Engine& engine, const SequenceRequest& request, size_t slot) {
+    {
+      std::lock_guard lock(mu_);
+      if (outcomes_.size() <= slot) outcomes_.resize(slot + 1);
+    }
+    SequenceCallbacks callbacks;
+    callbacks.on_token = [this, slot](const TokenEvent& e) {
+      std::lock_guard lock(mu_);
+      auto& o = outcomes_[slot];
+      EXPECT_EQ(e.index, int64_t(o.tokens.size()));
+      o.tokens.push_back(e.token);
+      o.logprobs.push_back(e.logprob);
+      o.top.push_back(e.top);
+      ++tokens_;
+      changed_.notify_all();
+    };
+    callbacks.on_finish = [this, slot](FinishReason r) {
+      std::lock_guard lock(mu_);
+      EXPECT_FALSE(outcomes_[slot].reason.has_value()) << "on_finish twice";
+      outcomes_[slot].reason = r;
+      ++finished_;
+      changed_.notify_all();
+    };
+    return engine.submit(request, callbacks);
+  }
+  /// Blocks until `n` sequences finished (or `tokens` tokens arrived, if given).
+  void wait_finished(size_t n) {
+    std::unique_lock lock(mu_);
+    ASSERT_TRUE(changed_.wait_for(lock, std::chrono::seconds(120), [&] { return finished_ >= n; }));
+  }
+  void wait_tokens(size_t n) {
+    std::unique_lock lock(mu_);
+    ASSERT_TRUE(changed_.wait_for(lock, std::chrono::seconds(120), [&] { return tokens_ >= n; }));
+  }
+  std::vector<Outcome> outcomes() {
+    std::lock_guard lock(mu_);
+    return outcomes_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::vector<Outcome> outcomes_;
+  size_t finished_ = 0, tokens_ = 0;
+};
+
+/// 16 requests of prompt lengths 1..43 (chunked at 8), 3..18 new tokens, greedy and sampled
+/// (temperature, top-k, top-p, each its own seed), with log-probabilities.
+std::vector<SequenceRequest> requests(const ModelConfig& config, DecodeMode mode, int64_t fused_passes) {
+  torch::manual_seed(3);
+  std::vector<SequenceRequest> out;
+  for (int64_t i = 0; i < 16; ++i) {
+    SequenceRequest r;
+    const int64_t n = 1 + (i * 29) % 43;
+    auto ids = torch::randint(0, config.vocab_size, {n}, torch::kLong);
+    r.prompt.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + n);
+    r.mode = mode;
+    r.fused_passes = fused_passes;
+    r.max_new_tokens = 3 + i;
+    if (i % 2) r.sampling = SamplingOptions{0.9, i % 4 == 1 ? 20 : 0, i % 4 == 3 ? 0.9 : 1.0, uint64_t(100 + i)};
+    r.top_logprobs = i % 3;
+    out.push_back(r);
+  }
+  return out;
+}
+
+ModelConfig llama_config() {  // decoded by the generic step, one sequence at a time
+  auto c = ModelConfig::preset("debug");
+  c.block = BlockKind::Llama;
+  c.tie_embeddings = false;
+  return c;
+}
+
+// Item 2 of issue 19: each of 16 sequences alone, then all 16 in one engine, half of them joining
+// while the first half decodes. Tokens, log-probabilities and finish reasons are identical bit for
+// bit, in every mode, on the packed CPU step (batch_invariant_linear) and on the generic step.
+TEST(Engine, ASequenceDecodesTheSameAloneAndAmongFifteenOthers) {
+  for (const auto& config : {ModelConfig::preset("debug"), llama_config()}) {
+    auto model = make_test_model(config);
+    for (auto [mode, k] : {std::pair{DecodeMode::Standard, 1}, std::pair{DecodeMode::Soft, 1},
+                           std::pair{DecodeMode::Fused, 2}}) {
+      const auto reqs = requests(config, mode, k);
+      const std::string where = enum_to_string(config.block) + " " + mode_label(mode, k);
+      std::vector<Outcome> alone;
+      for (const auto& r : reqs) {
+        Engine engine(model, EngineOptions{16, 64, 8});
+        Collector c;
+        c.submit(engine, r, 0);
+        c.wait_finished(1);
+        alone.push_back(c.outcomes()[0]);
+      }
+      Engine engine(model, EngineOptions{16, 64, 8});
+      Collector c;
+      for (size_t i = 0; i < 8; ++i) c.submit(engine, reqs[i], i);
+      c.wait_tokens(4);  // the first sequences are decoding when the others join
+      for (size_t i = 8; i < reqs.size(); ++i) c.submit(engine, reqs[i], i);
+      c.wait_finished(reqs.size());
+      const auto together = c.outcomes();
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        EXPECT_EQ(alone[i].tokens.size(), size_t(reqs[i].max_new_tokens)) << where << " sequence " << i;
+        EXPECT_TRUE(alone[i] == together[i]) << where << " sequence " << i << ": " << describe(alone[i]) << " alone, "
+                                             << describe(together[i]) << " among others";
+        EXPECT_EQ(alone[i].top.front().size(), size_t(reqs[i].top_logprobs)) << where;
+      }
+      const auto stats = engine.stats();
+      EXPECT_EQ(stats.submitted, 16);
+      EXPECT_EQ(stats.finished, 16);
+      EXPECT_EQ(stats.active, 0);
+    }
+  }
+}
+
+// Greedy decoding alone equals generate() on the same prompt (tokens; the products round
+// differently), and the reported log-probability is log_softmax of the first step's logits.
+TEST(Engine, GreedyEqualsGenerateAndLogprobsAreLogSoftmax) {
+  auto model = make_test_model();
+  const std::vector<int64_t> prompt{1, 5, 9, 200, 17, 33};
+  for (auto [mode, k] : {std::pair{DecodeMode::Standard, 1}, std::pair{DecodeMode::Soft, 1},
+                         std::pair{DecodeMode::Fused, 2}}) {
+    GenerationOptions g;
+    g.mode = mode;
+    g.fused_passes = k;
+    g.max_new_tokens = 12;
+    const auto expected = generate(model, {prompt}, g)[0];
+    Engine engine(model, EngineOptions{});
+    Collector c;
+    SequenceRequest r{prompt, mode, k, {}, 12, {}, 0};
+    c.submit(engine, r, 0);
+    c.wait_finished(1);
+    const auto got = c.outcomes()[0];
+    EXPECT_EQ(got.tokens, expected) << mode_label(mode, k);
+    EXPECT_EQ(got.reason, FinishReason::Length);
+    torch::NoGradGuard no_grad;
+    KVCache cache(model->config(), 1, 8, torch::dtype(torch::kFloat));
+    auto logits = prefill(model, torch::tensor(prompt).view({1, -1}), torch::ones({1, 6}, torch::kBool), mode, k, cache);
+    const float want = torch::log_softmax(logits, -1)[0][got.tokens[0]].item<float>();
+    EXPECT_NEAR(got.logprobs[0], want, 1e-4) << mode_label(mode, k);
+  }
+}
+
+TEST(Engine, StopTokensLengthContextCancelQueueAndDrain) {
+  auto model = make_test_model();
+  const int64_t context = model->config().context;
+  Engine engine(model, EngineOptions{1, 1, 8});
+  Collector c;
+  SequenceRequest base{{4, 8, 15, 16, 23, 42}, DecodeMode::Soft, 1, {}, 6, {}, -1};
+  c.submit(engine, base, 0);
+  c.wait_finished(1);
+  const auto free_run = c.outcomes()[0];
+  ASSERT_EQ(free_run.tokens.size(), 6u);
+  EXPECT_EQ(free_run.reason, FinishReason::Length);
+  EXPECT_TRUE(free_run.logprobs == std::vector<float>(6, 0.0f));  // not asked for
+
+  auto stop = base;  // a stop token ends the sequence and is not reported
+  stop.stop_tokens = {free_run.tokens[2]};
+  const auto first = std::find(free_run.tokens.begin(), free_run.tokens.end(), free_run.tokens[2]);
+  c.submit(engine, stop, 1);
+  c.wait_finished(2);
+  EXPECT_EQ(c.outcomes()[1].tokens, std::vector<int64_t>(free_run.tokens.begin(), first));
+  EXPECT_EQ(c.outcomes()[1].reason, FinishReason::Stop);
+
+  auto edge = base;  // the model context ends generation: 3 tokens fit after context − 3
+  edge.prompt.assign(context - 3, 7);
+  edge.max_new_tokens = 10;
+  c.submit(engine, edge, 2);
+  c.wait_finished(3);
+  EXPECT_EQ(c.outcomes()[2].tokens.size(), 3u);
+  EXPECT_EQ(c.outcomes()[2].reason, FinishReason::Length);
+
+  // One slot, one queue place: a long sequence, a waiting one, then the queue is full.
+  auto long_run = base;
+  long_run.max_new_tokens = context - 10;
+  const auto running = c.submit(engine, long_run, 3);
+  const auto waiting = c.submit(engine, base, 4);
+  EXPECT_THROW(c.submit(engine, base, 5), QueueFull);
+  c.wait_tokens(6 + (first - free_run.tokens.begin()) + 3 + 1);  // the long one has begun
+  engine.cancel(waiting);
+  engine.cancel(running);
+  c.wait_finished(5);
+  EXPECT_EQ(c.outcomes()[3].reason, FinishReason::Cancelled);
+  EXPECT_LT(c.outcomes()[3].tokens.size(), size_t(long_run.max_new_tokens));
+  EXPECT_EQ(c.outcomes()[4].reason, FinishReason::Cancelled);
+  EXPECT_TRUE(c.outcomes()[4].tokens.empty());
+
+  c.submit(engine, base, 6);
+  engine.drain();  // waits for it
+  EXPECT_EQ(c.outcomes()[6].tokens.size(), 6u);
+  EXPECT_THROW(c.submit(engine, base, 7), ShuttingDown);
+  const auto stats = engine.stats();
+  EXPECT_EQ(stats.active + stats.queued, 0);
+  EXPECT_EQ(stats.submitted, 6);
+  EXPECT_EQ(stats.finished, 6);
+}
+
+TEST(Engine, BadRequestsNameTheField) {
+  auto model = make_test_model();
+  Engine engine(model, EngineOptions{});
+  const SequenceRequest ok{{1, 2, 3}, DecodeMode::Standard, 1, {}, 4, {}, -1};
+  auto with = [&](auto edit) {
+    auto r = ok;
+    edit(r);
+    return r;
+  };
+  const int64_t context = model->config().context, V = model->config().vocab_size;
+  auto refused = [&](auto edit, const std::string& part) {
+    testing::expect_error([&] { engine.submit(with(edit), {}); }, {part});
+  };
+  refused([](auto& r) { r.prompt.clear(); }, "prompt: it is empty");
+  refused([&](auto& r) { r.prompt.assign(context, 1); }, "prompt: " + std::to_string(context) + " tokens");
+  refused([&](auto& r) { r.prompt[1] = V; }, "prompt: token id " + std::to_string(V));
+  refused([](auto& r) { r.max_new_tokens = 0; }, "max_tokens");
+  refused([](auto& r) { r.mode = DecodeMode::Fused; r.fused_passes = 0; }, "fbt_fused_passes");
+  refused([](auto& r) { r.sampling.temperature = -1; }, "temperature");
+  testing::expect_error([&] { Engine(model, EngineOptions{0, 1, 1}); }, {"--max-batch"});
+  EXPECT_EQ(engine.stats().submitted, 0);
+}
+
+}  // namespace
+}  // namespace fbt

@@ -1,0 +1,95 @@
+// PromptPrefill (chunked prefill with the feedback carried across chunks) against prefill().
+#include <gtest/gtest.h>
+
+#include "fbt/infer/prompt_prefill.h"
+#include "fbt/util/error.h"
+#include "test_model_helpers.h"
+
+namespace fbt {
+namespace {
+using testing::make_test_model;
+using testing::max_abs_diff;
+
+constexpr double kTol = 1e-4;  // fp32: chunked matrix products round differently
+
+// A prompt of 13 tokens with the separator (3 in this config) at position 4, so position 5 — the
+// first of a chunk when chunks hold 5 tokens — is a document start and stays plain in every pass.
+TEST(PromptPrefill, ChunksEqualTheWholePromptPrefillInEveryMode) {
+  auto config = ModelConfig::preset("debug");
+  config.doc_separator_id = 3;
+  auto model = make_test_model(config);
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(11);
+  auto tokens = torch::randint(4, config.vocab_size, {1, 13}, torch::kLong);
+  tokens[0][4] = 3;
+  std::vector<int64_t> prompt(tokens.data_ptr<int64_t>(), tokens.data_ptr<int64_t>() + 13);
+  for (auto [mode, k] : {std::pair{DecodeMode::Standard, 0}, std::pair{DecodeMode::Soft, 0},
+                         std::pair{DecodeMode::Fused, 1}, std::pair{DecodeMode::Fused, 3}}) {
+    KVCache whole(config, 1, 16, torch::dtype(torch::kFloat));
+    auto expected = prefill(model, tokens, torch::ones({1, 13}, torch::kBool), mode, k, whole);
+    for (int64_t chunk : {1, 5, 13, 64}) {
+      const std::string where = mode_label(mode, k) + " chunk " + std::to_string(chunk);
+      PromptPrefill chunked(model, prompt, mode, k, 16);
+      torch::Tensor logits;
+      int64_t calls = 0;
+      while (!chunked.done()) {
+        ASSERT_FALSE(logits.defined()) << where << ": logits before the last chunk";
+        logits = chunked.run(chunk);
+        ++calls;
+      }
+      EXPECT_EQ(calls, (13 + chunk - 1) / chunk) << where;
+      ASSERT_TRUE(logits.defined()) << where;
+      EXPECT_LT(max_abs_diff(logits, expected), kTol) << where;
+      auto& cache = chunked.cache();
+      EXPECT_LT(max_abs_diff(cache.h_prev, whole.h_prev), kTol) << where;
+      EXPECT_EQ(cache.length, 13) << where;
+      EXPECT_EQ(cache.capacity(), 16) << where;
+      EXPECT_EQ(cache.next_pos.item<int64_t>(), 13) << where;
+      EXPECT_EQ(cache.last_token.item<int64_t>(), prompt.back()) << where;
+      for (int64_t l = 0; l < config.n_layers; ++l) {
+        EXPECT_LT(max_abs_diff(cache.k[l].narrow(2, 0, 13), whole.k[l].narrow(2, 0, 13)), kTol) << where;
+        EXPECT_LT(max_abs_diff(cache.v[l].narrow(2, 0, 13), whole.v[l].narrow(2, 0, 13)), kTol) << where;
+      }
+      // The next decode step from either cache agrees too.
+      auto next = expected.argmax(-1);
+      KVCache copy = whole;
+      for (int64_t l = 0; l < config.n_layers; ++l) {
+        copy.k[l] = whole.k[l].clone();
+        copy.v[l] = whole.v[l].clone();
+      }
+      for (auto* t : {&copy.slot_pos, &copy.slot_valid, &copy.h_prev, &copy.last_token, &copy.next_pos}) *t = t->clone();
+      const auto want = decode_step(model, next, mode, copy);
+      EXPECT_LT(max_abs_diff(decode_step(model, next, mode, cache), want), kTol) << where;
+    }
+  }
+}
+
+// Without the carry, a chunk's first position would be fused with a zero state: chunking a
+// fused prefill at every token must still differ from the plain prefill (the fusion is live).
+TEST(PromptPrefill, FusedPassesChangeTheResult) {
+  auto model = make_test_model();
+  torch::NoGradGuard no_grad;
+  const std::vector<int64_t> prompt{5, 9, 17, 33, 65, 7, 8};
+  PromptPrefill plain(model, prompt, DecodeMode::Standard, 0, 8), fused(model, prompt, DecodeMode::Fused, 2, 8);
+  torch::Tensor a, b;
+  while (!plain.done()) a = plain.run(2);
+  while (!fused.done()) b = fused.run(2);
+  EXPECT_GT(max_abs_diff(a, b), 1e-3);
+}
+
+TEST(PromptPrefill, BadArgumentsAreRefused) {
+  auto model = make_test_model();
+  const int64_t context = model->config().context;
+  EXPECT_THROW(PromptPrefill(model, {}, DecodeMode::Standard, 0, 4), Error);
+  EXPECT_THROW(PromptPrefill(model, {1, 2, 3}, DecodeMode::Standard, 0, 2), Error);
+  EXPECT_THROW(PromptPrefill(model, {1, 2, 3}, DecodeMode::Standard, 0, context + 1), Error);
+  EXPECT_THROW(PromptPrefill(model, {1, 2, 3}, DecodeMode::Fused, 0, 4), Error);
+  torch::NoGradGuard no_grad;
+  PromptPrefill p(model, {1, 2, 3}, DecodeMode::Soft, 0, 4);
+  EXPECT_THROW(p.run(0), Error);
+  p.run(3);
+  EXPECT_THROW(p.run(1), Error);
+}
+
+}  // namespace
+}  // namespace fbt
