@@ -45,6 +45,6 @@ if [ "$have" != "$want" ]; then
   "$venv/bin/pip" install -q -r scripts/requirements-torch2.txt
 fi
 # The libraries the cross-checks compare with (scripts/requirements-check.txt): transformers, ...
-"$venv/bin/python" -c 'import transformers, tokenizers, safetensors, gguf, accelerate' 2>/dev/null ||
+"$venv/bin/python" -c 'import transformers, tokenizers, safetensors, gguf, accelerate, lm_eval' 2>/dev/null ||
   "$venv/bin/pip" install -q -r scripts/requirements-check.txt
 "$venv/bin/python" -c 'import torch; print("PyTorch", torch.__version__, "CUDA", torch.version.cuda, "in '"$venv"'")'
