@@ -21,6 +21,8 @@ pkgs=(cmake g++ make git libtorch-dev sentencepiece
       libopenblas0-pthread  # optimised BLAS: libtorch-dev alone pulls the reference BLAS
       libblas-dev  # links the CPU decode step to that BLAS (src/infer/cpu_decoder.cpp)
       tmux  # the scripted terminal sessions of fbt chat's tests (tests/tools/test_chat_cli.cpp)
+      libcpp-httplib-dev  # fbt serve's HTTP server (src/serve/http_server.cpp)
+      chromium  # the headless-browser test of fbt serve's chat page (tests/serve/check_chat_page.py)
       python3-torch)  # the PyTorch reference of bench/reference/ and its cross-check test
 [ $torch2 = 1 ] && pkgs+=(python3-venv)  # the project venv of the PyTorch 2.x build
 missing=()
@@ -44,7 +46,7 @@ if [ "$have" != "$want" ]; then
   [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
   "$venv/bin/pip" install -q -r scripts/requirements-torch2.txt
 fi
-# The libraries the cross-checks compare with (scripts/requirements-check.txt): transformers, ...
-"$venv/bin/python" -c 'import transformers, tokenizers, safetensors, gguf, accelerate, lm_eval' 2>/dev/null ||
+# The libraries and clients the cross-checks compare with (scripts/requirements-check.txt): transformers, ..., openai, lm_eval
+"$venv/bin/python" -c 'import transformers, tokenizers, safetensors, gguf, accelerate, openai, lm_eval' 2>/dev/null ||
   "$venv/bin/pip" install -q -r scripts/requirements-check.txt
 "$venv/bin/python" -c 'import torch; print("PyTorch", torch.__version__, "CUDA", torch.version.cuda, "in '"$venv"'")'

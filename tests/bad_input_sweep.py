@@ -356,6 +356,13 @@ def cases():
         "--max-new-tokens")
     add("chat-temperature-nan", ["chat", "--checkpoint", "run", "--temperature", "nan"], "--temperature")
     add("chat-bad-template", ["chat", "--checkpoint", "run", "--chat-template", "jinja"], "--chat-template")
+    # serve (each fails before listening)
+    add("serve-missing-checkpoint", ["serve", "--checkpoint", "nope"], "nope")
+    add("serve-bad-mode", ["serve", "--checkpoint", "run", "--mode", "fast"], "--mode")
+    add("serve-port-over-65535", ["serve", "--checkpoint", "run", "--port", "70000"], "--port")
+    add("serve-max-batch-0", ["serve", "--checkpoint", "run", "--max-batch", "0"], "--max-batch")
+    add("serve-fused-passes-0", ["serve", "--checkpoint", "run", "--fused-passes", "0"], "--fused-passes")
+    add("serve-bad-host", ["serve", "--checkpoint", "run", "--host", "256.1.1.1", "--port", "0"], "--host")
     # synth and eval-probe
     add("synth-n-0", ["synth", "--task", "memory", "--n", "0", "--out", "s1.jsonl"], "--n")
     add("synth-distractors-negative", ["synth", "--task", "memory", "--distractors", "-3", "--out", "s2.jsonl"],

@@ -17,5 +17,6 @@ void add_bench_command(CLI::App& app);
 void add_import_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 void add_chat_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 
 }  // namespace fbt::cli

@@ -1,5 +1,5 @@
 // `fbt`: the command-line front end (prepare, train, generate, eval-loss, eval, synth, eval-probe, bench,
-// import, export, chat).
+// import, export, chat, serve).
 #include <iostream>
 
 #include "commands.h"
@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   fbt::cli::add_import_command(app);
   fbt::cli::add_export_command(app);
   fbt::cli::add_chat_command(app);
+  fbt::cli::add_serve_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -7,13 +7,9 @@
 #include <vector>
 
 #include "fbt/data/tokenizer.h"
+#include "fbt/infer/stream_text.h"
 
 namespace fbt::cli {
-
-/// Length of the prefix of `text` that later tokens cannot change: drops a trailing incomplete
-/// UTF-8 sequence and trailing U+FFFD (what sentencepiece decodes byte pieces of a character
-/// still missing bytes to).
-size_t stable_prefix(const std::string& text);
 
 /// `text` with every control character except '\n' and '\t' (C0 and DEL: ESC starts terminal
 /// escape sequences) written as U+FFFD, so that model output cannot drive the terminal.
