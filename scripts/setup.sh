@@ -46,7 +46,7 @@ if [ "$have" != "$want" ]; then
   [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
   "$venv/bin/pip" install -q -r scripts/requirements-torch2.txt
 fi
-# The libraries the cross-checks compare with (scripts/requirements-check.txt): transformers, ..., openai
-"$venv/bin/python" -c 'import transformers, tokenizers, safetensors, gguf, accelerate, openai' 2>/dev/null ||
+# The libraries and clients the cross-checks compare with (scripts/requirements-check.txt): transformers, ..., openai, lm_eval
+"$venv/bin/python" -c 'import transformers, tokenizers, safetensors, gguf, accelerate, openai, lm_eval' 2>/dev/null ||
   "$venv/bin/pip" install -q -r scripts/requirements-check.txt
 "$venv/bin/python" -c 'import torch; print("PyTorch", torch.__version__, "CUDA", torch.version.cuda, "in '"$venv"'")'

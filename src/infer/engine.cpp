@@ -164,10 +164,13 @@ void Engine::State::on_logits(Sequence& s, const torch::Tensor& logits) {
   const auto row = logits.to(torch::kCPU, torch::kFloat).view({1, -1}).clone();
   const int64_t token = sample_tokens(row, s.request.sampling, s.generator).item<int64_t>();
   const auto& stops = s.request.stop_tokens;
-  if (std::find(stops.begin(), stops.end(), token) != stops.end()) return finish(s, FinishReason::Stop);
+  const bool stop = std::find(stops.begin(), stops.end(), token) != stops.end();
+  if (stop && !s.request.report_stop_token) return finish(s, FinishReason::Stop);
   TokenEvent event;
   event.token = token;
-  event.index = s.generated++;
+  event.index = s.generated;
+  event.stop = stop;
+  if (!stop) s.generated += 1;
   if (s.request.top_logprobs >= 0) {
     auto logprobs = torch::log_softmax(row, -1).view({-1});  // [V]
     event.logprob = logprobs[token].item<float>();
@@ -183,6 +186,7 @@ void Engine::State::on_logits(Sequence& s, const torch::Tensor& logits) {
     std::cerr << "fbt engine: sequence " << s.id << ": on_token threw: " << e.what() << "\n";
     return finish(s, FinishReason::Cancelled);
   }
+  if (stop) return finish(s, FinishReason::Stop);
   const int64_t total = int64_t(s.request.prompt.size()) + s.generated;
   if (s.generated == s.request.max_new_tokens || total == model->config().context)
     return finish(s, FinishReason::Length);

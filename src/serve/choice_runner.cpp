@@ -45,6 +45,7 @@ ChoiceRunner::ChoiceRunner(Engine& engine, const Tokenizer& tokenizer, const Gen
       r.max_new_tokens = params.max_tokens;
       r.stop_tokens = stop_tokens;
       r.top_logprobs = top_logprobs;
+      r.report_stop_token = top_logprobs >= 0;
       requests_.push_back(std::move(r));
       texts_.emplace_back(tokenizer, params.stop);
     }
@@ -101,7 +102,9 @@ std::optional<ChoiceUpdate> ChoiceRunner::next(std::chrono::milliseconds timeout
     if (!reasons_[i].empty()) continue;  // ended by a stop string: later events change nothing
     ChoiceUpdate u;
     u.choice = i;
-    if (e.token) {
+    if (e.token && e.token->stop) {  // reported for its log-probabilities only: no text
+      u.token = std::move(e.token);
+    } else if (e.token) {
       u.text = texts_[i].push(e.token->token);
       u.token = std::move(e.token);
       if (texts_[i].stopped()) {

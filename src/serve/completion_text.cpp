@@ -57,6 +57,8 @@ std::string ChoiceText::push(int64_t token) {
   return piece;
 }
 
+int64_t ChoiceText::next_offset() const { return stable_length(decoded_); }
+
 std::string ChoiceText::finish() {
   if (stopped_ || decoded_.size() <= text_.size()) return "";
   std::string piece = decoded_.substr(text_.size());

@@ -249,10 +249,12 @@ void HttpServer::Impl::completions(const httplib::Request& req, httplib::Respons
   auto runner = std::make_shared<ChoiceRunner>(engine, tokenizer, r.params, r.prompts,
                                                std::vector<int64_t>{tokenizer.eos_id()}, r.logprobs);
   runner->start();
-  // The logprobs entry of the token an update carries: the last kept token of its choice.
+  // The logprobs entry of the token an update carries: the last kept token of its choice, or the
+  // stop token after them.
   auto entry = [runner, base, n](const ChoiceUpdate& u) {
+    const auto& text = runner->text(u.choice);
     return TokenLogprob{u.token->token, u.token->logprob, u.token->top,
-                        base[u.choice / n] + runner->text(u.choice).offsets().back()};
+                        base[u.choice / n] + (u.token->stop ? text.next_offset() : text.offsets().back())};
   };
   if (r.params.stream) {
     std::string first;

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <future>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -20,6 +21,7 @@ struct Outcome {
   std::vector<float> logprobs;
   std::vector<std::vector<std::pair<int64_t, float>>> top;
   std::optional<FinishReason> reason;
+  int64_t stop_events = 0;  ///< events with TokenEvent::stop (must be the last one)
   bool operator==(const Outcome& o) const {  // bitwise: the logprobs are compared with ==
     return tokens == o.tokens && logprobs == o.logprobs && top == o.top && reason == o.reason;
   }
@@ -44,14 +46,8 @@ class Collector {
     }
     SequenceCallbacks callbacks;
     callbacks.on_token = [this, slot](const TokenEvent& e) {
-      std::lock_guard lock(mu_);
-      auto& o = outcomes_[slot];
-      EXPECT_EQ(e.index, int64_t(o.tokens.size()));
-      o.tokens.push_back(e.token);
-      o.logprobs.push_back(e.logprob);
-      o.top.push_back(e.top);
-      ++tokens_;
-      changed_.notify_all();
+      record(slot, e);
+      if (hook) hook(slot, e);
     };
     callbacks.on_finish = [this, slot](FinishReason r) {
       std::lock_guard lock(mu_);
@@ -62,6 +58,18 @@ class Collector {
     };
     return engine.submit(request, callbacks);
   }
+  void record(size_t slot, const TokenEvent& e) {
+    std::lock_guard lock(mu_);
+    auto& o = outcomes_[slot];
+    EXPECT_EQ(e.index, int64_t(o.tokens.size()));
+    EXPECT_EQ(o.stop_events, 0) << "an event after the stop token";
+    o.stop_events += e.stop;
+    o.tokens.push_back(e.token);
+    o.logprobs.push_back(e.logprob);
+    o.top.push_back(e.top);
+    ++tokens_;
+    changed_.notify_all();
+  }
   /// Blocks until `n` sequences finished (or `tokens` tokens arrived, if given).
   void wait_finished(size_t n) {
     std::unique_lock lock(mu_);
@@ -71,6 +79,9 @@ class Collector {
     std::unique_lock lock(mu_);
     ASSERT_TRUE(changed_.wait_for(lock, std::chrono::seconds(120), [&] { return tokens_ >= n; }));
   }
+  /// Called on the engine thread after each token is recorded (outside the collector's lock).
+  std::function<void(size_t, const TokenEvent&)> hook;
+
   std::vector<Outcome> outcomes() {
     std::lock_guard lock(mu_);
     return outcomes_;
@@ -198,37 +209,60 @@ TEST(Engine, StopTokensLengthContextCancelQueueAndDrain) {
   EXPECT_EQ(c.outcomes()[1].tokens, std::vector<int64_t>(free_run.tokens.begin(), first));
   EXPECT_EQ(c.outcomes()[1].reason, FinishReason::Stop);
 
+  auto reported = stop;  // reported with its log-probability, as the last event
+  reported.report_stop_token = true;
+  reported.top_logprobs = 0;
+  c.submit(engine, reported, 7);
+  c.wait_finished(3);
+  auto with_stop = std::vector<int64_t>(free_run.tokens.begin(), first);
+  with_stop.push_back(*first);
+  EXPECT_EQ(c.outcomes()[7].tokens, with_stop);
+  EXPECT_EQ(c.outcomes()[7].stop_events, 1);
+  EXPECT_LT(c.outcomes()[7].logprobs.back(), 0.0f);
+  EXPECT_EQ(c.outcomes()[7].reason, FinishReason::Stop);
+
   auto edge = base;  // the model context ends generation: 3 tokens fit after context − 3
   edge.prompt.assign(context - 3, 7);
   edge.max_new_tokens = 10;
   c.submit(engine, edge, 2);
-  c.wait_finished(3);
+  c.wait_finished(4);
   EXPECT_EQ(c.outcomes()[2].tokens.size(), 3u);
   EXPECT_EQ(c.outcomes()[2].reason, FinishReason::Length);
 
-  // One slot, one queue place: a long sequence, a waiting one, then the queue is full.
+  // One slot, one queue place: a long sequence, a waiting one, then the queue is full. The long
+  // one's 3rd token cancels both (callbacks may call cancel): the queued one never starts, the
+  // long one stops before its next step.
   auto long_run = base;
   long_run.max_new_tokens = context - 10;
-  const auto running = c.submit(engine, long_run, 3);
-  const auto waiting = c.submit(engine, base, 4);
+  uint64_t running = 0, waiting = 0;
+  std::promise<void> submitted;  // the long one's first token waits until all three were submitted
+  std::shared_future<void> ready = submitted.get_future().share();
+  c.hook = [&](size_t slot, const TokenEvent& e) {
+    if (slot != 3) return;
+    if (e.index == 0) ready.wait();
+    if (e.index == 2) {
+      engine.cancel(waiting);
+      engine.cancel(running);
+    }
+  };
+  running = c.submit(engine, long_run, 3);
+  waiting = c.submit(engine, base, 4);
   EXPECT_THROW(c.submit(engine, base, 5), QueueFull);
-  c.wait_tokens(6 + (first - free_run.tokens.begin()) + 3 + 1);  // the long one has begun
-  engine.cancel(waiting);
-  engine.cancel(running);
-  c.wait_finished(5);
+  submitted.set_value();
+  c.wait_finished(6);
   EXPECT_EQ(c.outcomes()[3].reason, FinishReason::Cancelled);
-  EXPECT_LT(c.outcomes()[3].tokens.size(), size_t(long_run.max_new_tokens));
+  EXPECT_EQ(c.outcomes()[3].tokens.size(), 3u);
   EXPECT_EQ(c.outcomes()[4].reason, FinishReason::Cancelled);
   EXPECT_TRUE(c.outcomes()[4].tokens.empty());
 
   c.submit(engine, base, 6);
   engine.drain();  // waits for it
   EXPECT_EQ(c.outcomes()[6].tokens.size(), 6u);
-  EXPECT_THROW(c.submit(engine, base, 7), ShuttingDown);
+  EXPECT_THROW(c.submit(engine, base, 8), ShuttingDown);
   const auto stats = engine.stats();
   EXPECT_EQ(stats.active + stats.queued, 0);
-  EXPECT_EQ(stats.submitted, 6);
-  EXPECT_EQ(stats.finished, 6);
+  EXPECT_EQ(stats.submitted, 7);
+  EXPECT_EQ(stats.finished, 7);
 }
 
 TEST(Engine, BadRequestsNameTheField) {

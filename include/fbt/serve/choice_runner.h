@@ -19,7 +19,8 @@ namespace fbt {
 struct ChoiceUpdate {
   size_t choice = 0;
   std::string text;                 ///< text that became final (may be "")
-  std::optional<TokenEvent> token;  ///< the generated token, when it is kept (not after a stop string)
+  std::optional<TokenEvent> token;  ///< the generated token, when it is kept (not after a stop string); with
+                                    ///< log-probabilities also the sampled stop token (token->stop, text "")
   std::string finish_reason;        ///< non-empty when the choice ended: "stop", "length" (or "cancelled")
 };
 
@@ -27,7 +28,9 @@ class ChoiceRunner {
  public:
   /// Choice p·n + i generates from prompts[p] with seed params.sampling.seed + i (params.n = n),
   /// params' mode, passes and max_tokens; a sampled stop token (`stop_tokens`: EOS, end of turn)
-  /// ends it, as does one of params.stop in its text. top_logprobs < 0: no log-probabilities.
+  /// ends it, as does one of params.stop in its text. top_logprobs < 0: no log-probabilities;
+  /// otherwise a sampled stop token is reported too (as the last update with a token), since
+  /// OpenAI's logprobs list it and lm-evaluation-harness reads one entry past the prompt.
   ChoiceRunner(Engine& engine, const Tokenizer& tokenizer, const GenerationParams& params,
                const std::vector<std::vector<int64_t>>& prompts, std::vector<int64_t> stop_tokens,
                int64_t top_logprobs);

@@ -40,6 +40,8 @@ class ChoiceText {
   const std::vector<int64_t>& tokens() const { return tokens_; }
   /// text_offset of each kept token within this choice's text (text_offsets' definition).
   const std::vector<int64_t>& offsets() const { return offsets_; }
+  /// text_offset a token after the kept ones has (the reported stop token's).
+  int64_t next_offset() const;
 
  private:
   const Tokenizer* tokenizer_;
