@@ -179,8 +179,8 @@ void CpuDecoder::attend(int64_t layer, const std::vector<RowCache>& rows) {
   }
 }
 
-void CpuDecoder::check_cache(const KVCache& cache) const {
-  if (int64_t(cache.k.size()) != config_.n_layers || cache.k[0].size(3) != config_.head_dim() ||
+void CpuDecoder::check_cache(const KVCache& cache, int64_t batch) const {
+  if (cache.batch() != batch || int64_t(cache.k.size()) != config_.n_layers || cache.k[0].size(3) != config_.head_dim() ||
       cache.k[0].size(1) != config_.n_kv_heads || cache.k[0].scalar_type() != torch::kFloat ||
       !cache.k[0].device().is_cpu() || !cache.k[0].is_contiguous())
     throw Error("CpuDecoder::step: the KV cache does not match the model, batch or fp32 CPU layout");
@@ -230,8 +230,7 @@ const std::vector<float>& CpuDecoder::state() const {
 
 torch::Tensor CpuDecoder::step(const torch::Tensor& tokens_in, DecodeMode mode, KVCache& cache) {
   const int64_t B = tokens_in.numel(), D = config_.d_model;
-  check_cache(cache);
-  if (B != cache.batch()) throw Error("CpuDecoder::step: the KV cache does not match the model, batch or fp32 CPU layout");
+  check_cache(cache, B);
   auto tokens = tokens_in.to(torch::kLong).contiguous();
   check_tokens(tokens);
   auto last = cache.last_token.contiguous();
@@ -261,8 +260,7 @@ torch::Tensor CpuDecoder::step(const torch::Tensor& tokens_in, const std::vector
   std::vector<float> h_prev(B * D);
   for (int64_t b = 0; b < B; ++b) {
     KVCache& cache = *caches[b];
-    check_cache(cache);
-    if (cache.batch() != 1) throw Error("CpuDecoder::step: a sequence's KV cache must have batch 1");
+    check_cache(cache, 1);  // a sequence's own cache
     cache.check_room(1);  // before any cache claims its slot
     plain[b] = modes[b] == DecodeMode::Standard || cache.last_token.item<int64_t>() == config_.doc_separator_id;
     auto h = cache.h_prev.to(torch::kFloat).contiguous();
@@ -296,8 +294,10 @@ torch::Tensor CpuDecoder::forward(const int64_t* tok, const std::vector<char>& p
   bool any_fused = false;
   for (int64_t b = 0; b < B; ++b) {
     const float* e = ptr(embedding_) + tok[b] * D;
-    rms_norm(e, ptr(input_norm_), D, config_.norm_eps, e_n_.data() + b * D);
-    std::copy(paper_block() ? e_n_.data() + b * D : e, (paper_block() ? e_n_.data() + b * D : e) + D, x_.data() + b * D);
+    float* e_n = e_n_.data() + b * D;
+    rms_norm(e, ptr(input_norm_), D, config_.norm_eps, e_n);
+    const float* plain_in = paper_block() ? e_n : e;
+    std::copy(plain_in, plain_in + D, x_.data() + b * D);
     any_fused = any_fused || !plain[b];
   }
   if (any_fused) {

@@ -84,7 +84,7 @@ struct Engine::State {
   bool take_work();
   void prefill_one();
   void decode_active();
-  void on_logits(Sequence& s, const torch::Tensor& logits);
+  int64_t on_logits(Sequence& s, const torch::Tensor& logits);
   void finish(Sequence& s, FinishReason reason);
   void finish_all(std::vector<std::unique_ptr<Sequence>>& sequences, FinishReason reason);
   void reap();
@@ -158,14 +158,19 @@ bool Engine::State::take_work() {
   return true;
 }
 
-void Engine::State::on_logits(Sequence& s, const torch::Tensor& logits) {
+/// Samples `s`'s next token from logits [V] (or [1,V]), reports it, and finishes `s` where it ends.
+/// Returns the tokens generated: 1, or 0 for a stop token.
+int64_t Engine::State::on_logits(Sequence& s, const torch::Tensor& logits) {
   // [1,V] in storage of its own: softmax over a view into the batch's logits would start at another
   // alignment for each row, and vectorised reductions round differently at other alignments.
   const auto row = logits.to(torch::kCPU, torch::kFloat).view({1, -1}).clone();
   const int64_t token = sample_tokens(row, s.request.sampling, s.generator).item<int64_t>();
   const auto& stops = s.request.stop_tokens;
   const bool stop = std::find(stops.begin(), stops.end(), token) != stops.end();
-  if (stop && !s.request.report_stop_token) return finish(s, FinishReason::Stop);
+  if (stop && !s.request.report_stop_token) {
+    finish(s, FinishReason::Stop);
+    return 0;
+  }
   TokenEvent event;
   event.token = token;
   event.index = s.generated;
@@ -184,13 +189,17 @@ void Engine::State::on_logits(Sequence& s, const torch::Tensor& logits) {
     if (s.callbacks.on_token) s.callbacks.on_token(event);
   } catch (const std::exception& e) {
     std::cerr << "fbt engine: sequence " << s.id << ": on_token threw: " << e.what() << "\n";
-    return finish(s, FinishReason::Cancelled);
+    finish(s, FinishReason::Cancelled);
+    return !stop;
   }
-  if (stop) return finish(s, FinishReason::Stop);
   const int64_t total = int64_t(s.request.prompt.size()) + s.generated;
-  if (s.generated == s.request.max_new_tokens || total == model->config().context)
-    return finish(s, FinishReason::Length);
-  s.next_token = token;
+  if (stop)
+    finish(s, FinishReason::Stop);
+  else if (s.generated == s.request.max_new_tokens || total == model->config().context)
+    finish(s, FinishReason::Length);
+  else
+    s.next_token = token;
+  return !stop;
 }
 
 /// One prefill chunk of the oldest sequence still prefilling; its first token once the prompt is in.
@@ -203,18 +212,15 @@ void Engine::State::prefill_one() {
     if (!s.prefill) {
       const auto& r = s.request;
       const int64_t n = r.prompt.size();
+      // Slots for the prompt and every generated token but the last (never fed); n < context.
       const int64_t capacity = std::min(model->config().context, n + r.max_new_tokens - 1);
-      s.prefill.emplace(model, r.prompt, r.mode, r.fused_passes, std::max(capacity, n));
+      s.prefill.emplace(model, r.prompt, r.mode, r.fused_passes, capacity);
     }
     const int64_t before = s.prefill->prefilled();
     auto logits = s.prefill->run(options.prefill_chunk);
-    count(s.prefill->prefilled() - before, 0,
+    const int64_t generated = logits.defined() ? on_logits(s, logits) : 0;
+    count(s.prefill->prefilled() - before, generated,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    if (logits.defined()) {
-      const int64_t generated = s.generated;
-      on_logits(s, logits);
-      count(0, s.generated - generated, 0);
-    }
   } catch (const std::exception& e) {
     std::cerr << "fbt engine: sequence " << s.id << ": prefill failed: " << e.what() << "\n";
     finish(s, FinishReason::Error);
@@ -248,11 +254,7 @@ void Engine::State::decode_active() {
       logits = torch::cat(each, 0);
     }
     int64_t generated = 0;
-    for (size_t b = 0; b < rows.size(); ++b) {
-      const int64_t before = rows[b]->generated;
-      on_logits(*rows[b], logits[b]);
-      generated += rows[b]->generated - before;
-    }
+    for (size_t b = 0; b < rows.size(); ++b) generated += on_logits(*rows[b], logits[b]);
     count(0, generated, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   } catch (const std::exception& e) {
     std::cerr << "fbt engine: decode step failed: " << e.what() << "\n";

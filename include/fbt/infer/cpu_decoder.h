@@ -69,8 +69,9 @@ class CpuDecoder {
   const std::vector<float>& state() const;
   /// Throws fbt::Error for a token id outside [0, vocab) in tokens [B] int64 (contiguous).
   void check_tokens(const torch::Tensor& tokens) const;
-  /// Throws fbt::Error unless `cache` has the model's layers, head size and fp32 CPU layout.
-  void check_cache(const KVCache& cache) const;
+  /// Throws fbt::Error unless `cache` has `batch` rows and the model's layers, head size and fp32
+  /// contiguous CPU layout.
+  void check_cache(const KVCache& cache, int64_t batch) const;
 
   struct Layer {
     std::vector<float> qkvg;  ///< [proj_width(), D]: wq, wk, wv and (block fbt) the head gates stacked
