@@ -8,6 +8,7 @@
 #include <random>
 
 #include "fbt/util/error.h"
+#include "fbt/util/utf8.h"
 
 namespace fbt {
 namespace {
@@ -17,17 +18,11 @@ size_t argmax(const std::vector<double>& v) {
   return static_cast<size_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-/// Characters of UTF-8 text as Python's len(str) counts them (code points): the bytes that do
-/// not continue a multi-byte sequence.
-int64_t code_points(const std::string& utf8) {
-  return std::count_if(utf8.begin(), utf8.end(), [](char b) { return (static_cast<unsigned char>(b) & 0xC0) != 0x80; });
-}
-
 /// The value of `metric` for one item, from its per-choice results.
 double item_value(Metric metric, const Doc& doc, const std::vector<ScoreResult>& scores) {
   std::vector<double> ll;
   for (size_t c = 0; c < scores.size(); ++c) {
-    const double length = metric == Metric::AccNorm    ? static_cast<double>(code_points(doc.choices[c]))
+    const double length = metric == Metric::AccNorm    ? static_cast<double>(utf8_length(doc.choices[c]))
                           : metric == Metric::AccBytes ? static_cast<double>(doc.choices[c].size())
                                                        : 1.0;
     ll.push_back(scores[c].loglik / length);

@@ -25,10 +25,6 @@ size_t held_back(const std::string& text, size_t end, const std::vector<std::str
 
 }  // namespace
 
-int64_t utf8_length(const std::string& text) {
-  return std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
-}
-
 std::vector<int64_t> text_offsets(const Tokenizer& tokenizer, const std::vector<int64_t>& tokens) {
   std::vector<int64_t> offsets(tokens.size(), 0);
   for (size_t i = 1; i < tokens.size(); ++i)

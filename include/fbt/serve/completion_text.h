@@ -7,11 +7,9 @@
 #include <vector>
 
 #include "fbt/data/tokenizer.h"
+#include "fbt/util/utf8.h"
 
 namespace fbt {
-
-/// Number of characters (UTF-8 code points: bytes that are not continuation bytes) in `text`.
-int64_t utf8_length(const std::string& text);
 
 /// text_offset of each of `tokens` [T]: the characters (utf8_length) of the stable decoded text
 /// (stable_prefix) of the tokens before it; offsets[0] = 0.
