@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "fbt/infer/cpu_decoder.h"
 #include "fbt/data/chat_template.h"
 #include "fbt/data/tokenizer.h"
 #include "fbt/io/checkpoint.h"
@@ -40,6 +41,15 @@ std::unique_ptr<Tokenizer> load_run_tokenizer(const LoadedCheckpoint& checkpoint
 /// errors naming RUNDIR/tokenizer/chat_template.jinja. Throws fbt::Error as for_tokenizer does.
 ChatTemplate load_chat_template(const LoadedCheckpoint& checkpoint, const Tokenizer& tokenizer,
                                 const std::string& name);
+
+/// Adds `--weights` (fp32 or int8; default fp32) bound to `value`: the weights of the CPU decode step.
+CLI::Option* add_weights_option(CLI::App* cmd, std::string& value);
+
+/// The decode step of a --weights value for `model`: empty for fp32 (generate() builds its own
+/// where the model allows), a CpuDecoder with Q8_0 weights for int8 (quantised here, once).
+/// Throws fbt::Error naming --weights when int8 is asked of a model the CPU step cannot decode
+/// (CpuDecoder's constructor).
+std::shared_ptr<CpuDecoder> cpu_decoder_for(FBT& model, const std::string& weights);
 
 /// Adds `--chat-template` (auto, chatml, llama3, fbt; default auto) bound to `value`, `when` saying
 /// when it applies ("" for always) in --help; load_chat_template reads it.

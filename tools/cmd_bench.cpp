@@ -9,6 +9,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "fbt/bench/bandwidth.h"
 #include "fbt/bench/throughput.h"
 #include "fbt/infer/cpu_decoder.h"
 #include "fbt/io/run_dir.h"
@@ -19,7 +20,8 @@ namespace fbt::cli {
 namespace {
 
 struct BenchArgs {
-  std::string preset = "small", device = "auto", format = "md", out, results_dir, decoder = "auto", dtype = "fp32", hardware;
+  std::string preset = "small", device = "auto", format = "md", out, results_dir, decoder = "auto", dtype = "fp32", hardware,
+              weights = "fp32", activations = "int8";
   std::vector<std::string> tests{"train", "prefill", "decode"};
   std::vector<int64_t> passes{1, 2, 3}, batch_sizes{1, 8}, contexts{64, 128};
   int64_t train_batch = 8, train_seq = 0, new_tokens = 64, reps = 5, warmup = 1, threads = 0,
@@ -84,6 +86,18 @@ bool wants(const BenchArgs& a, const std::string& test) {
   return std::find(a.tests.begin(), a.tests.end(), test) != a.tests.end();
 }
 
+/// The `memory` rows: read and triad bandwidth on one thread, then on all of torch's threads (the
+/// ceiling of a decode step). Run last: their arrays would set the process's peak RSS.
+void add_memory_rows(const BenchArgs& a, nlohmann::json& record) {
+  for (int threads : {1, torch::get_num_threads()}) {
+    const auto bw = measure_bandwidth(threads, int(a.reps));
+    record["results"].push_back(
+        {{"test", "memory"}, {"threads", threads}, {"read_bytes_per_s", bw.read}, {"triad_bytes_per_s", bw.triad}});
+    if (threads == torch::get_num_threads()) record["read_bandwidth"] = bw.read;
+    if (torch::get_num_threads() == 1) break;
+  }
+}
+
 /// Runs the selected measurements; returns the JSON record (rows under "results").
 nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
   const auto config = bench_shape(a.preset);
@@ -122,7 +136,10 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
       rows.push_back(row);
     }
   }
-  if (!wants(a, "prefill") && !wants(a, "decode")) return record;
+  if (!wants(a, "prefill") && !wants(a, "decode")) {
+    if (wants(a, "memory")) add_memory_rows(a, record);
+    return record;
+  }
   auto model = fresh_model();
   if (a.dtype == "bf16") model->to(torch::kBFloat16);
   record["inference_dtype"] = a.dtype;
@@ -132,6 +149,13 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
   if (a.decoder == "graph" && !device.is_cuda()) throw Error("--decoder graph: CUDA graphs need --device cuda");
   const auto decoder = a.decoder == "graph" ? BenchDecoder::Graph : cpu_decoder ? BenchDecoder::Cpu : BenchDecoder::Generic;
   record["decoder"] = a.decoder == "graph" ? "graph" : cpu_decoder ? "cpu" : "generic";
+  CpuDecoderOptions cpu_options;
+  cpu_options.weights = parse_decode_weights(a.weights, "--weights");
+  cpu_options.activations = a.activations == "fp32" ? Q8Activations::Fp32 : Q8Activations::Int8;
+  if (cpu_options.weights == DecodeWeights::Int8 && !cpu_decoder)
+    throw Error("--weights int8: only the dedicated CPU decode step (--decoder auto or cpu, fp32 model on the CPU) has 8-bit weights");
+  record["weights"] = a.weights;
+  if (cpu_options.weights == DecodeWeights::Int8) record["activations"] = a.activations;
   for (int64_t batch : a.batch_sizes) {
     for (int64_t context : a.contexts) {
       if (wants(a, "prefill")) {
@@ -143,18 +167,24 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
         }
       }
       if (wants(a, "decode")) {
-        const auto r = bench_decode_modes(model, decoder, batch, context, a.new_tokens, a.warmup, a.reps, a.seed);
+        const auto r = bench_decode_modes(model, decoder, batch, context, a.new_tokens, a.warmup, a.reps, a.seed, cpu_options);
         for (const auto& [mode, m] : {std::pair{DecodeMode::Standard, &r.standard}, std::pair{DecodeMode::Soft, &r.soft}}) {
           nlohmann::json row = {{"test", "decode"}, {"mode", mode_label(mode, 0)}, {"batch", batch},
                                 {"context", context}, {"new_tokens", a.new_tokens},
                                 {"tokens_per_s", stats_json(m->tokens_per_s)}, {"seconds", stats_json(m->seconds)},
                                 {"peak_memory_bytes", m->peak_memory_bytes}};
           if (mode == DecodeMode::Soft) row["overhead_vs_standard"] = stats_json(r.soft_overhead);
+          const int64_t bytes = mode == DecodeMode::Soft ? r.soft_weight_bytes : r.standard_weight_bytes;
+          if (bytes > 0) {  // every step reads all matrix weights once (soft: the fusion's too)
+            row["weight_bytes_per_step"] = bytes;
+            row["weight_bytes_per_s"] = double(bytes) * double(a.new_tokens) / m->seconds.median;
+          }
           rows.push_back(row);
         }
       }
     }
   }
+  if (wants(a, "memory")) add_memory_rows(a, record);
   return record;
 }
 
@@ -182,6 +212,11 @@ std::string markdown(const nlohmann::json& r) {
       if (row["test"] != test) continue;
       if (!any) o << "\n## " << title << "\n\n" << header;
       any = true;
+      if (test == "memory") {
+        o << "| " << row["threads"] << " | " << fmt("%.1f", row["read_bytes_per_s"].get<double>() / 1e9) << " | "
+          << fmt("%.1f", row["triad_bytes_per_s"].get<double>() / 1e9) << " |\n";
+        continue;
+      }
       const std::string mem = megabytes(row["peak_memory_bytes"].get<int64_t>());
       if (test == "train") {
         o << "| " << row["passes"] << " | " << row["batch"] << "×" << row["seq"] << " | " << tps(row) << " | "
@@ -193,21 +228,34 @@ std::string markdown(const nlohmann::json& r) {
           << tps(row) << " | " << mem << " |\n";
       } else {
         const double ms = 1e3 * row["seconds"]["median"].get<double>() / row["new_tokens"].get<double>();
+        std::string gbs = "n/a";
+        if (row.contains("weight_bytes_per_s")) {
+          const double rate = row["weight_bytes_per_s"].get<double>();
+          gbs = fmt("%.1f", rate / 1e9);
+          if (r.contains("read_bandwidth")) gbs += fmt(" (%.0f%%)", 100 * rate / r["read_bandwidth"].get<double>());
+        }
         o << "| " << row["mode"].get<std::string>() << " | " << row["batch"] << " | " << row["context"] << " | "
-          << tps(row) << " | " << fmt("%.3f", ms) << " | "
+          << tps(row) << " | " << fmt("%.3f", ms) << " | " << gbs << " | "
           << (row.contains("overhead_vs_standard") ? percent_range(row["overhead_vs_standard"]) : "")
           << " | " << mem << " |\n";
       }
     }
   };
+  section("memory", "Memory bandwidth (STREAM-like: read = sum of an array, triad a = b + s·c; 256 MiB arrays)",
+          "| threads | read GB/s | triad GB/s |\n|---|---|---|\n");
   section("train", "Training step (forward K passes + backward + NorMuon/Adam step)",
           "| K | batch×seq | tokens/s | step ms | MFU | step / (K · step K=1) | peak MB |\n|---|---|---|---|---|---|---|\n");
   section("prefill", "Prefill", "| mode | batch | context | tokens/s | peak MB |\n|---|---|---|---|---|\n");
   section("decode", "Decode (greedy, after a plain prefill of `context` tokens; " +
-                        (r.contains("decoder") ? r["decoder"].get<std::string>() : std::string("no")) + " decoder)",
-          "| mode | batch | context | tokens/s | ms/step | overhead vs standard | peak MB |\n|---|---|---|---|---|---|---|\n");
+                        (r.contains("decoder") ? r["decoder"].get<std::string>() : std::string("no")) + " decoder, " +
+                        (r.contains("weights") ? r["weights"].get<std::string>() : std::string("fp32")) + " weights" +
+                        (r.contains("activations") ? ", " + r["activations"].get<std::string>() + " activations" : "") + ")",
+          "| mode | batch | context | tokens/s | ms/step | weights GB/s (of read bandwidth) | overhead vs standard | peak MB |\n"
+          "|---|---|---|---|---|---|---|---|\n");
   o << "\nMFU = model FLOPs (6·N per token per pass + 12·L·D·T attention, PaLM App. B; N = matmul weights,"
-       " fusion included in passes ≥ 2) / step time / measured matmul peak. Decode overhead: soft / standard"
+       " fusion included in passes ≥ 2) / step time / measured matmul peak. Weights GB/s: the matrix weights a"
+       " decode step reads (all of them, once per step; KV cache and norms not counted) / median step time,"
+       " and its share of the all-thread read bandwidth when `memory` ran. Decode overhead: soft / standard"
        " seconds − 1 per repetition pair (the modes alternate), median [min, max]. Peak MB: "
     << (r["device"].get<std::string>().rfind("cuda", 0) == 0 ? "CUDA allocator peak." : "process peak RSS (weights and libraries included).")
     << "\n";
@@ -243,8 +291,8 @@ std::string unused_stem(const std::string& stem) {
 void run(const BenchArgs& a) {
   if (a.format != "md" && a.format != "json") throw Error("--format: expected md or json, got '" + a.format + "'");
   for (const auto& t : a.tests)
-    if (t != "train" && t != "prefill" && t != "decode")
-      throw Error("--tests: unknown test '" + t + "' (expected train, prefill, decode)");
+    if (t != "train" && t != "prefill" && t != "decode" && t != "memory")
+      throw Error("--tests: unknown test '" + t + "' (expected train, prefill, decode, memory)");
   check_shapes(a);
   check_output_file("--out", a.out);
   check_output_dir("--results-dir", a.results_dir);
@@ -275,7 +323,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--preset", a->preset, "Model shape: debug, small, 1b, or llama-134m (D768 L12 V32000)")
       ->check(CLI::IsMember({"debug", "small", "1b", "llama-134m"}))
       ->capture_default_str();
-  cmd->add_option("--tests", a->tests, "Any of train, prefill, decode")->delimiter(',')->capture_default_str();
+  cmd->add_option("--tests", a->tests, "Any of train, prefill, decode, memory (read and triad bandwidth)")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
   cmd->add_option("--threads", a->threads, "CPU threads (0: libtorch's default)")
       ->capture_default_str()
@@ -305,6 +355,12 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--dtype", a->dtype, "Weights of the prefill/decode tests: fp32 or bf16")
       ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--weights", a->weights, "Weights of the CPU decode step: fp32, or int8 (Q8_0 blocks, quantised at load)")
+      ->check(CLI::IsMember({"fp32", "int8"}))
+      ->capture_default_str();
+  cmd->add_option("--activations", a->activations, "Inputs of the int8 products: int8 (quantised per block) or fp32")
+      ->check(CLI::IsMember({"int8", "fp32"}))
       ->capture_default_str();
   cmd->add_option("--new-tokens", a->new_tokens, "Decode steps timed per repetition")->capture_default_str()->check(integer_range(1));
   cmd->add_option("--peak-size", a->peak_size, "n of the n×n matmul measuring the peak (0: 1024 CPU, 8192 CUDA)")

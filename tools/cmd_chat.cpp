@@ -21,7 +21,7 @@ namespace fbt::cli {
 namespace {
 
 struct ChatArgs {
-  std::string checkpoint, mode = "standard", device = "auto", system, chat_template = "auto";
+  std::string checkpoint, mode = "standard", device = "auto", system, chat_template = "auto", weights = "fp32";
   int64_t fused_passes = 1, max_new_tokens = 256;
   bool max_new_tokens_given = false;  ///< else 256 is lowered to half of a smaller model context
   SamplingOptions sampling{/*temperature=*/0.7};
@@ -33,6 +33,7 @@ struct ChatState {
   SamplingOptions sampling;
   std::vector<ChatMessage> messages;  ///< the system message (if any), then the turns so far
   int64_t replies = 0;                ///< replies generated: reply i samples with seed + i
+  std::shared_ptr<CpuDecoder> decoder;  ///< the --weights int8 step (empty: generate's own)
 };
 
 constexpr const char* kHelp =
@@ -128,6 +129,7 @@ void reply(FBT& model, const Tokenizer& tokenizer, const ChatTemplate& chat, con
     std::cerr << "(dropped the " << fitted.dropped << " oldest messages to fit the model context of " << context
               << " tokens with room for a reply of " << a.max_new_tokens << ")\n";
   GenerationOptions o;
+  o.cpu_decoder = state.decoder;
   o.mode = state.mode;
   o.fused_passes = a.fused_passes;
   o.max_new_tokens = a.max_new_tokens;
@@ -166,7 +168,7 @@ void run_chat(ChatArgs a) {
   if (a.max_new_tokens >= context)
     throw Error("--max-new-tokens " + std::to_string(a.max_new_tokens) + " leaves no room for a prompt in the " +
                 "model context of " + std::to_string(context) + " tokens; give at most " + std::to_string(context - 1));
-  ChatState state{mode, a.sampling, initial_messages(a), 0};
+  ChatState state{mode, a.sampling, initial_messages(a), 0, cpu_decoder_for(checkpoint.model, a.weights)};
   std::cout << "fbt chat: " << checkpoint.model_file << " (step " << checkpoint.info.step << "), " << chat.name()
             << " template, context " << context << " tokens, replies of up to " << a.max_new_tokens
             << " tokens. /help lists the commands; Ctrl-C stops a reply; "
@@ -216,6 +218,7 @@ void add_chat_command(CLI::App& app) {
       ->check(seed_value());
   cmd->add_option("--system", a->system, "System message at the start of the conversation");
   add_chat_template_option(cmd, a->chat_template, "");
+  add_weights_option(cmd, a->weights);
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
   cmd->callback([a, max_new] {
     a->max_new_tokens_given = max_new->count() > 0;

@@ -25,7 +25,7 @@ constexpr int64_t kDefaultMcShots = 5;
 struct EvalArgs {
   std::vector<std::string> tasks;
   std::string checkpoint, data_dir, mode = "standard", out, samples_path, device = "auto";
-  std::string prompt_format = "plain", chat_template = "auto";
+  std::string prompt_format = "plain", chat_template = "auto", weights = "fp32";
   int64_t fused_passes = 1, batch = 16;
   McEvalOptions options;
   GenEvalOptions gen;
@@ -86,8 +86,11 @@ using ModeOutcomes = std::vector<std::pair<std::string, std::vector<bool>>>;
 ModeOutcomes run_gen_task(const EvalArgs& a, LoadedCheckpoint& checkpoint, const Tokenizer& tokenizer,
                           const GenTaskSpec& task, const GenTaskData& data, nlohmann::json& rows,
                           std::ostream* samples) {
+  const auto decoder = cpu_decoder_for(checkpoint.model, a.weights);  // quantised once, not per batch
   const GenerateFn generate_fn = [&](const std::vector<std::vector<int64_t>>& prompts, const GenerationOptions& g) {
-    return generate(checkpoint.model, prompts, g);
+    GenerationOptions with_decoder = g;
+    with_decoder.cpu_decoder = decoder;
+    return generate(checkpoint.model, prompts, with_decoder);
   };
   const int64_t shots = a.gen.shots < 0 ? task.default_shots : a.gen.shots;
   ModeOutcomes outcomes;
@@ -290,6 +293,9 @@ void add_eval_command(CLI::App& app) {
       ->check(seed_value());
   cmd->add_option("--batch", a->batch, "Sequences per forward / generate call")->capture_default_str()->check(integer_range(1));
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
+  add_weights_option(cmd, a->weights)->description(
+      "Weights of the generation tasks' CPU decode step: fp32, or int8 (Q8_0, quantised at load); multiple-choice "
+      "scoring and prefill stay fp32");
   cmd->add_option("--out", a->out, "Also write the results to this JSON file");
   cmd->add_option("--samples", a->samples_path,
                   "Generation: per-sample JSONL (default: the --out path with extension .samples.jsonl)");

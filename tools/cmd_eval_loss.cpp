@@ -15,7 +15,7 @@ namespace fbt::cli {
 namespace {
 
 struct EvalLossArgs {
-  std::string checkpoint, data, split = "val", json, device = "auto";
+  std::string checkpoint, data, split = "val", json, device = "auto", decode_weights;
   LossEvalOptions options;
   bool contraction = false, verify = false;
   int64_t max_passes = 30;
@@ -25,8 +25,9 @@ struct EvalLossArgs {
 /// cut to `window` tokens, after 0..K fused passes.
 void run_conversation_loss(const EvalLossArgs& a, LoadedCheckpoint& checkpoint, const Tokenizer& tokenizer,
                            int64_t window) {
-  if (a.contraction || a.options.sequential)
-    throw Error("--contraction and --sequential score token windows; " + a.data + " is a conversation dataset");
+  if (a.contraction || a.options.sequential || !a.decode_weights.empty())
+    throw Error("--contraction, --sequential and --decode-weights score token windows; " + a.data +
+                " is a conversation dataset");
   const auto nats = evaluate_conversation_loss(checkpoint.model, SftData::open(a.data, a.split), a.options.batch, window,
                                                tokenizer.pad_id(), a.options.passes, a.options.max_tokens);
   std::cout << "checkpoint " << checkpoint.model_file << " (step " << checkpoint.info.step << "), conversations of "
@@ -55,7 +56,15 @@ void run_eval_loss(const EvalLossArgs& a) {
   const int64_t window = a.options.context > 0 ? a.options.context : checkpoint.model->config().context;
   if (is_conversation_dataset(read_dataset_meta(a.data))) return run_conversation_loss(a, checkpoint, *tokenizer, window);
 
-  const auto results = evaluate_loss(checkpoint.model, shard, *tokenizer, a.options);
+  LossEvalOptions options = a.options;
+  if (!a.decode_weights.empty()) {
+    if (!CpuDecoder::supports(checkpoint.model))
+      throw Error("--decode-weights: the CPU decode step needs an fp32 model on the CPU (--device cpu) without "
+                  "attention biases or scaled RoPE");
+    options.decoder = std::make_shared<CpuDecoder>(
+        checkpoint.model, CpuDecoderOptions{false, parse_decode_weights(a.decode_weights, "--decode-weights")});
+  }
+  const auto results = evaluate_loss(checkpoint.model, shard, *tokenizer, options);
   std::cout << "checkpoint " << checkpoint.model_file << " (step " << checkpoint.info.step << "), data "
             << shard.path() << ", windows of " << window << " tokens\n"
             << "| mode | nats/token | bits/byte | tokens |\n|---|---|---|---|\n";
@@ -106,6 +115,10 @@ void add_eval_loss_command(CLI::App& app) {
       ->check(count_or_all());
   cmd->add_option("--passes", a->options.passes, "Report 0..K fused prefill passes")->capture_default_str()->check(integer_range(0));
   cmd->add_flag("--sequential", a->options.sequential, "Also score the exact sequential soft recurrence (slow)");
+  cmd->add_option("--decode-weights", a->decode_weights,
+                  "Also score teacher-forced decoding through the CPU decode step with fp32 or int8 (Q8_0) weights, "
+                  "standard and soft (rows 'decode standard', 'decode soft'; slow): int8's cost in loss")
+      ->check(CLI::IsMember({"fp32", "int8"}));
   cmd->add_flag("--verify", a->verify, "Check the shard's full sha256 against meta.json (always: token count and a sampled hash)");
   cmd->add_flag("--contraction", a->contraction,
                 "Also iterate the fused-pass map: loss and relative state change for k = 0..--max-passes");

@@ -17,7 +17,7 @@ namespace fbt::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string checkpoint, prompt, prompt_file, mode = "standard", device = "auto", dtype = "fp32";
+  std::string checkpoint, prompt, prompt_file, mode = "standard", device = "auto", dtype = "fp32", weights = "fp32";
   int64_t fused_passes = 1, max_new_tokens = 200;
   SamplingOptions sampling{/*temperature=*/0.8};
   bool all_modes = false;
@@ -34,8 +34,9 @@ std::string read_prompt(const GenerateArgs& a) {
 
 /// Generates once in `mode`, streaming text to stdout and one timing line to stderr.
 void generate_streaming(FBT& model, const Tokenizer& tokenizer, const std::vector<int64_t>& prompt,
-                        DecodeMode mode, const GenerateArgs& a) {
+                        DecodeMode mode, const GenerateArgs& a, const std::shared_ptr<CpuDecoder>& decoder) {
   GenerationOptions o;
+  o.cpu_decoder = decoder;
   o.mode = mode;
   o.fused_passes = a.fused_passes;
   o.max_new_tokens = a.max_new_tokens;
@@ -73,6 +74,7 @@ void run_generate(const GenerateArgs& a) {
 
   auto checkpoint = load_checkpoint(a.checkpoint, a.device);
   if (a.dtype == "bf16") checkpoint.model->to(torch::kBFloat16);  // weights, KV cache and states in bf16
+  const auto decoder = cpu_decoder_for(checkpoint.model, a.weights);
   const auto tokenizer = load_run_tokenizer(checkpoint);
   // The prompt starts as a document does: after EOS for fbt's tokenizers (training streams are
   // documents each followed by EOS), with the BOS or nothing for imported ones (document_prefix).
@@ -89,12 +91,12 @@ void run_generate(const GenerateArgs& a) {
               << context << " tokens, " << prompt.size() << " of them the prompt)\n";
 
   if (!a.all_modes) {
-    generate_streaming(checkpoint.model, *tokenizer, prompt, mode, a);
+    generate_streaming(checkpoint.model, *tokenizer, prompt, mode, a, decoder);
     return;
   }
   for (DecodeMode m : {DecodeMode::Standard, DecodeMode::Soft, DecodeMode::Fused}) {
     std::cout << "=== " << mode_label(m, a.fused_passes) << " ===\n" << std::flush;
-    generate_streaming(checkpoint.model, *tokenizer, prompt, m, a);
+    generate_streaming(checkpoint.model, *tokenizer, prompt, m, a, decoder);
   }
 }
 
@@ -125,6 +127,7 @@ void add_generate_command(CLI::App& app) {
       ->check(number_range(0, 1, /*lo_open=*/true));
   cmd->add_option("--seed", a->sampling.seed, "Sampling seed")->capture_default_str()->check(seed_value());
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
+  add_weights_option(cmd, a->weights);
   cmd->add_option("--dtype", a->dtype, "Weights and KV cache: fp32, or bf16 (half the memory traffic; generic decode step)")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();

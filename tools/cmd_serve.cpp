@@ -23,7 +23,7 @@ namespace {
 
 struct ServeArgs {
   std::string checkpoint, host = "127.0.0.1", api_key, mode = "standard", device = "auto", chat_template = "auto",
-                          model_name;
+                          model_name, weights = "fp32";
   int port = 8080;
   int64_t max_batch = 16, max_queue = 64, prefill_chunk = 256, fused_passes = 1, threads = 0;
 };
@@ -64,7 +64,8 @@ void run_serve(const ServeArgs& a) {
   const std::string name = !a.model_name.empty()
                                ? a.model_name
                                : std::filesystem::path(run_dir_of(checkpoint.model_file)).filename().string();
-  Engine engine(checkpoint.model, EngineOptions{a.max_batch, a.max_queue, a.prefill_chunk});
+  Engine engine(checkpoint.model,
+                EngineOptions{a.max_batch, a.max_queue, a.prefill_chunk, parse_decode_weights(a.weights, "--weights")});
   const ServedModel served{tokenizer.get(), chat ? &*chat : nullptr, checkpoint.model->config().context, mode,
                            a.fused_passes};
   HttpServerOptions options{a.host, a.port, a.api_key, name, a.max_batch + a.max_queue + 4};
@@ -130,6 +131,7 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str()
       ->check(integer_range(0, 1024));
   add_chat_template_option(cmd, a->chat_template, "For /v1/chat/completions: ");
+  add_weights_option(cmd, a->weights);
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
   cmd->callback([a] { run_serve(*a); });
 }

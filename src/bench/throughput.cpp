@@ -141,7 +141,8 @@ BenchResult bench_prefill(FBT& model, DecodeMode mode, int64_t fused_passes, int
 }
 
 DecodeComparison bench_decode_modes(FBT& model, BenchDecoder decoder, int64_t batch, int64_t context,
-                                    int64_t new_tokens, int64_t warmup, int64_t reps, uint64_t seed) {
+                                    int64_t new_tokens, int64_t warmup, int64_t reps, uint64_t seed,
+                                    const CpuDecoderOptions& cpu_options) {
   if (context + new_tokens > model->config().context)
     throw Error("--contexts " + std::to_string(context) + " + --new-tokens " + std::to_string(new_tokens) +
                 " exceeds the model context " + std::to_string(model->config().context));
@@ -153,7 +154,7 @@ DecodeComparison bench_decode_modes(FBT& model, BenchDecoder decoder, int64_t ba
   auto valid = torch::ones({batch, context}, torch::dtype(torch::kBool).device(device));
   KVCache cache(model->config(), batch, context + new_tokens, model->parameters().front().options());
   std::optional<CpuDecoder> fast;
-  if (decoder == BenchDecoder::Cpu) fast.emplace(model);
+  if (decoder == BenchDecoder::Cpu) fast.emplace(model, cpu_options);
   std::optional<GraphDecoder> graphs[2];  // [standard, soft]
   if (decoder == BenchDecoder::Graph) {
     graphs[0].emplace(model, DecodeMode::Standard, cache, true);
@@ -198,7 +199,8 @@ DecodeComparison bench_decode_modes(FBT& model, BenchDecoder decoder, int64_t ba
     const auto st = Stats::of(seconds[m]);
     return BenchResult{st, st.inverse(tokens), peak[m]};
   };
-  return {result(0), result(1), Stats::of(overhead)};
+  return {result(0), result(1), Stats::of(overhead), fast ? fast->matmul_weight_bytes(false) : -1,
+          fast ? fast->matmul_weight_bytes(true) : -1};
 }
 
 }  // namespace fbt

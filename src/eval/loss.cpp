@@ -6,6 +6,7 @@
 
 #include <torch/nn/functional/loss.h>
 
+#include "fbt/infer/cpu_decoder.h"
 #include "fbt/infer/decode.h"
 #include "fbt/model/cache.h"
 #include "fbt/train/passes.h"
@@ -59,6 +60,17 @@ struct EvalScope {
   ~EvalScope() { model->train(was_training); }
 };
 
+/// Logits [B,T,V] of teacher-forced decoding of inputs [B,T] (CPU) through `decoder` from an
+/// empty cache: position 0 plain, then `mode` (the separator's rule applies inside the step).
+torch::Tensor decoded_logits(FBT& model, CpuDecoder& decoder, const torch::Tensor& inputs, DecodeMode mode) {
+  const int64_t B = inputs.size(0), T = inputs.size(1);
+  KVCache cache(model->config(), B, T, torch::dtype(torch::kFloat));
+  std::vector<torch::Tensor> logits;
+  for (int64_t t = 0; t < T; ++t)
+    logits.push_back(decoder.step(inputs.select(1, t).contiguous(), t == 0 ? DecodeMode::Standard : mode, cache));
+  return torch::stack(logits, 1);
+}
+
 /// Summed nats -> bits per byte of `bytes` target bytes (NaN for 0 bytes).
 double bits_per_byte(double nats, int64_t bytes) {
   return bytes > 0 ? nats / std::log(2.0) / static_cast<double>(bytes) : std::numeric_limits<double>::quiet_NaN();
@@ -73,7 +85,7 @@ std::vector<LossResult> evaluate_loss(FBT& model, const TokenShard& shard, const
   const int64_t T = o.context > 0 ? o.context : model->config().context;
   EvalScope scope(model);
   const auto device = model->parameters().front().device();
-  const int64_t n_modes = o.passes + 1 + (o.sequential ? 1 : 0);
+  const int64_t n_modes = o.passes + 1 + (o.sequential ? 1 : 0) + (o.decoder ? 2 : 0);
   std::vector<double> nats(static_cast<size_t>(n_modes), 0.0);  // summed over all targets
 
   SequentialLoader loader(shard, o.batch, T, o.max_tokens);
@@ -84,14 +96,21 @@ std::vector<LossResult> evaluate_loss(FBT& model, const TokenShard& shard, const
     const auto out = forward_passes(model, inputs, targets, pass_options);
     const double count = static_cast<double>(targets.numel());
     for (int64_t p = 0; p <= o.passes; ++p) nats[p] += out.losses[p].item<double>() * count;
-    if (o.sequential) nats.back() += summed_nats(sequential_logits(model, inputs), targets);
+    if (o.sequential) nats[o.passes + 1] += summed_nats(sequential_logits(model, inputs), targets);
+    if (o.decoder) {
+      nats[n_modes - 2] += summed_nats(decoded_logits(model, *o.decoder, inputs.cpu(), DecodeMode::Standard), targets);
+      nats[n_modes - 1] += summed_nats(decoded_logits(model, *o.decoder, inputs.cpu(), DecodeMode::Soft), targets);
+    }
   }
 
   const int64_t tokens = loader.num_windows() * T, bytes = target_bytes(loader, shard, T, tokenizer);
   std::vector<LossResult> results;
   for (int64_t m = 0; m < n_modes; ++m) {
     LossResult r;
-    r.name = m <= o.passes ? "passes=" + std::to_string(m) : "sequential";
+    r.name = m <= o.passes                      ? "passes=" + std::to_string(m)
+             : o.decoder && m == n_modes - 2   ? "decode standard"
+             : o.decoder && m == n_modes - 1   ? "decode soft"
+                                               : "sequential";
     r.nats_per_token = nats[m] / static_cast<double>(tokens);
     r.bits_per_byte = bits_per_byte(nats[m], bytes);
     r.tokens = tokens;

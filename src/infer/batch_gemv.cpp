@@ -1,8 +1,12 @@
-// batch_invariant_linear: fixed-order dot products, several input rows per weight row.
-// Compiled with -ffp-contract=off (CMakeLists.txt): a fused multiply-add would round differently.
+// batch_invariant_linear: fixed-order dot products streaming each weight row once per group of
+// input rows. An AVX2+FMA kernel where the CPU has it (chosen once, at run time), else portable
+// code compiled with -ffp-contract=off (CMakeLists.txt).
 #include "fbt/infer/batch_gemv.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <cmath>
 
 #include <ATen/Parallel.h>
 
@@ -10,49 +14,133 @@ namespace fbt {
 namespace {
 
 constexpr int64_t kLanes = 16;  // partial sums per dot product
+/// Software prefetch: the weight rows after this group, this many floats ahead (64: best measured).
+constexpr int64_t kPrefetchAhead = 64;
 
-/// out[r] = Σ_k w[k]·xs[r][k] for R rows, in the fixed order of batch_gemv.h.
+/// Adds the 16 partial sums pairwise (8+8, 4+4, 2+2, 1+1): the fixed final order of batch_gemv.h.
+inline float reduce_lanes(float* a) {
+  for (int64_t half = kLanes / 2; half >= 1; half /= 2)
+    for (int64_t j = 0; j < half; ++j) a[j] += a[j + half];
+  return a[0];
+}
+
+// ---- Portable kernel: lane j accumulates w[k]·x[k] for k ≡ j (mod 16), multiply then add. ----
+
+/// out[r] = Σ_k w[k]·xs[r][k] for R rows.
 template <int R>
-inline void dots(const float* w, const float* const* xs, int64_t K, float* out) {
+inline void dots_portable(const float* w, const float* const* xs, int64_t K, float* out) {
   float acc[R][kLanes] = {};
   int64_t k = 0;
   for (; k + kLanes <= K; k += kLanes)
     for (int r = 0; r < R; ++r)
       for (int64_t j = 0; j < kLanes; ++j) acc[r][j] += w[k + j] * xs[r][k + j];
-  for (int r = 0; r < R; ++r)
-    for (int64_t j = 0; k + j < K; ++j) acc[r][j] += w[k + j] * xs[r][k + j];
   for (int r = 0; r < R; ++r) {
-    float* a = acc[r];
-    for (int64_t half = kLanes / 2; half >= 1; half /= 2)
-      for (int64_t j = 0; j < half; ++j) a[j] += a[j + half];
-    out[r] = a[0];
+    for (int64_t j = 0; k + j < K; ++j) acc[r][j] += w[k + j] * xs[r][k + j];
+    out[r] = reduce_lanes(acc[r]);
   }
 }
 
-__attribute__((target_clones("arch=x86-64-v3", "default")))
-void rows(const float* x, int64_t B, int64_t K, const float* W, int64_t N, float* y, int64_t n0, int64_t n1) {
+void rows_portable(const float* x, int64_t B, int64_t K, const float* W, int64_t ldy, float* y, int64_t n0, int64_t n1) {
   for (int64_t n = n0; n < n1; ++n) {
     const float* w = W + n * K;
     int64_t b = 0;
     for (; b + 4 <= B; b += 4) {
       const float* xs[4] = {x + b * K, x + (b + 1) * K, x + (b + 2) * K, x + (b + 3) * K};
       float out[4];
-      dots<4>(w, xs, K, out);
-      for (int r = 0; r < 4; ++r) y[(b + r) * N + n] = out[r];
+      dots_portable<4>(w, xs, K, out);
+      for (int r = 0; r < 4; ++r) y[(b + r) * ldy + n] = out[r];
     }
     for (; b < B; ++b) {
       const float* xs[1] = {x + b * K};
-      dots<1>(w, xs, K, y + b * N + n);
+      dots_portable<1>(w, xs, K, y + b * ldy + n);
     }
   }
 }
 
+// ---- AVX2 kernel: lane j accumulates fma(w[k], x[k], ·) for k ≡ j (mod 16), in two registers. ----
+
+/// y[b, n] for the BR input rows xs and the NR weight rows starting at `w` (row stride K): each of
+/// the NR·BR dot products in two 8-lane FMA accumulators, then the tail and the fixed reduction.
+/// Every dot product takes the same steps whatever NR and BR are, so grouping changes no bit.
+template <int NR, int BR>
+__attribute__((target("avx2,fma"))) inline void tile_avx2(const float* w, int64_t K, const float* const* xs,
+                                                          float* const* ys) {
+  __m256 acc[BR][NR][2];
+  for (int r = 0; r < BR; ++r)
+    for (int n = 0; n < NR; ++n) acc[r][n][0] = acc[r][n][1] = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + kLanes <= K; k += kLanes) {
+    __m256 x[BR][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < BR; ++r) x[r][0] = _mm256_loadu_ps(xs[r] + k), x[r][1] = _mm256_loadu_ps(xs[r] + k + 8);
+#pragma GCC unroll 4
+    for (int n = 0; n < NR; ++n) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + (n + NR) * K + k + kPrefetchAhead), _MM_HINT_T0);
+      const __m256 w0 = _mm256_loadu_ps(w + n * K + k), w1 = _mm256_loadu_ps(w + n * K + k + 8);
+#pragma GCC unroll 4
+      for (int r = 0; r < BR; ++r) {
+        acc[r][n][0] = _mm256_fmadd_ps(w0, x[r][0], acc[r][n][0]);
+        acc[r][n][1] = _mm256_fmadd_ps(w1, x[r][1], acc[r][n][1]);
+      }
+    }
+  }
+  for (int r = 0; r < BR; ++r)
+    for (int n = 0; n < NR; ++n) {
+      if (k == K) {  // reduce_lanes' order in registers: 8+8, 4+4, 2+2, 1+1
+        const __m256 v = _mm256_add_ps(acc[r][n][0], acc[r][n][1]);
+        __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+        ys[r][n] = _mm_cvtss_f32(h);
+        continue;
+      }
+      alignas(32) float a[kLanes];
+      _mm256_store_ps(a, acc[r][n][0]);
+      _mm256_store_ps(a + 8, acc[r][n][1]);
+      for (int64_t j = 0; k + j < K; ++j) a[j] = std::fma(w[n * K + k + j], xs[r][k + j], a[j]);
+      ys[r][n] = reduce_lanes(a);
+    }
+}
+
+/// The rows n0..n1 of y for BR input rows, four weight rows at a time while BR·4 accumulator
+/// pairs fit the 16 registers, else fewer.
+template <int BR>
+__attribute__((target("avx2,fma"))) void group_avx2(const float* x, int64_t K, const float* W, int64_t ldy, float* y,
+                                                    int64_t n0, int64_t n1) {
+  constexpr int NR = BR == 1 ? 4 : BR == 2 ? 2 : 1;
+  const float* xs[BR];
+  float* ys[BR];
+  int64_t n = n0;
+  for (; n + NR <= n1; n += NR) {
+    for (int r = 0; r < BR; ++r) xs[r] = x + r * K, ys[r] = y + r * ldy + n;
+    tile_avx2<NR, BR>(W + n * K, K, xs, ys);
+  }
+  for (; n < n1; ++n) {
+    for (int r = 0; r < BR; ++r) xs[r] = x + r * K, ys[r] = y + r * ldy + n;
+    tile_avx2<1, BR>(W + n * K, K, xs, ys);
+  }
+}
+
+__attribute__((target("avx2,fma"))) void rows_avx2(const float* x, int64_t B, int64_t K, const float* W, int64_t ldy,
+                                                   float* y, int64_t n0, int64_t n1) {
+  int64_t b = 0;
+  for (; b + 4 <= B; b += 4) group_avx2<4>(x + b * K, K, W, ldy, y + b * ldy, n0, n1);
+  if (b + 2 <= B) group_avx2<2>(x + b * K, K, W, ldy, y + b * ldy, n0, n1), b += 2;
+  if (b < B) group_avx2<1>(x + b * K, K, W, ldy, y + b * ldy, n0, n1);
+}
+
+bool cpu_has_avx2_fma() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+}
+
 }  // namespace
 
-void batch_invariant_linear(const float* x, int64_t B, int64_t K, const float* W, int64_t N, float* y) {
+void batch_invariant_linear(const float* x, int64_t B, int64_t K, const float* W, int64_t N, float* y, int64_t ldy) {
   // Grain: at least ~64 KiB of weights per task, so small products stay on one thread.
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(K, 1));
-  at::parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) { rows(x, B, K, W, N, y, n0, n1); });
+  const auto rows = cpu_has_avx2_fma() ? rows_avx2 : rows_portable;
+  at::parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) { rows(x, B, K, W, ldy, y, n0, n1); });
 }
 
 }  // namespace fbt

@@ -1,4 +1,4 @@
-// CpuDecoder: the decode step of src/model/model.cpp + src/infer/decode.cpp as BLAS calls and plain loops.
+// CpuDecoder: the decode step of src/model/model.cpp + src/infer/decode.cpp as matrix-vector kernels and plain loops.
 // Shape legend as in include/fbt/model/model.h; every buffer is row-major [B, ·].
 #include "fbt/infer/cpu_decoder.h"
 
@@ -14,31 +14,21 @@ extern "C" {
 void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
             const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
             const float* beta, float* c, const int* ldc);
-void sgemv_(const char* trans, const int* m, const int* n, const float* alpha, const float* a,
-            const int* lda, const float* x, const int* incx, const float* beta, float* y, const int* incy);
 }
 #endif
 
 namespace fbt {
 namespace {
 
-/// y[B,N] = x[B,K] · W[N,K]ᵀ, all row-major (a bias-free nn::Linear). `batch_invariant`:
-/// batch_invariant_linear (a row's result is the same in any batch), else BLAS (sgemv at B = 1).
-void linear(const float* x, int64_t B, int64_t K, const float* W, int64_t N, float* y, bool batch_invariant) {
-  if (batch_invariant) return batch_invariant_linear(x, B, K, W, N, y);
 #ifdef FBT_WITH_BLAS
-  // Column-major view: yᵀ (N×B) = W (N×K, stored as its K×N transpose) · xᵀ (K×B).
-  const int k = int(K), n = int(N), b = int(B), one = 1;
+/// y[B,N] (row stride ldy) = x[B,K] · W[N,K]ᵀ, all row-major, by BLAS sgemm.
+void sgemm_linear(const float* x, int64_t B, int64_t K, const float* W, int64_t N, float* y, int64_t ldy) {
+  // Column-major view: yᵀ (N×B, leading dimension ldy) = W (N×K, stored as its K×N transpose) · xᵀ (K×B).
+  const int k = int(K), n = int(N), b = int(B), ldc = int(ldy);
   const float alpha = 1.0f, beta = 0.0f;
-  if (B == 1) sgemv_("T", &k, &n, &alpha, W, &k, x, &one, &beta, y, &one);
-  else sgemm_("T", "N", &n, &b, &k, &alpha, W, &k, x, &k, &beta, y, &n);
-#else
-  const auto f = torch::dtype(torch::kFloat);
-  auto out = torch::from_blob(y, {B, N}, f);
-  torch::mm_out(out, torch::from_blob(const_cast<float*>(x), {B, K}, f),
-                torch::from_blob(const_cast<float*>(W), {N, K}, f).t());
-#endif
+  sgemm_("T", "N", &n, &b, &k, &alpha, W, &k, x, &k, &beta, y, &ldc);
 }
+#endif
 
 /// out = x / sqrt(mean(x²) + eps) · g over n values (out may alias x).
 void rms_norm(const float* x, const float* g, int64_t n, double eps, float* out) {
@@ -63,17 +53,49 @@ void rope(float* v, int64_t head_dim, const std::vector<float>& inv_freq, int64_
 
 const float* ptr(const torch::Tensor& t) { return t.data_ptr<float>(); }
 
-/// Stacks 2-D weights [N_i, K] row-wise into one [Σ N_i, K] buffer.
-std::vector<float> stack_rows(const std::vector<torch::Tensor>& weights) {
-  std::vector<float> out;
-  for (const auto& w : weights) {
-    auto c = w.contiguous();
-    out.insert(out.end(), ptr(c), ptr(c) + c.numel());
-  }
-  return out;
+}  // namespace
+
+DecodeWeights parse_decode_weights(const std::string& text, const std::string& flag) {
+  if (text == "fp32") return DecodeWeights::Fp32;
+  if (text == "int8") return DecodeWeights::Int8;
+  throw Error(flag + ": expected fp32 or int8, got '" + text + "'");
 }
 
-}  // namespace
+CpuDecoder::Matrix CpuDecoder::matrix(std::vector<torch::Tensor> parts) const {
+  Matrix m;
+  m.cols = parts[0].size(1);
+  for (const auto& p : parts) m.rows += p.size(0);
+  // Rows that do not split into Q8_0's blocks of 32 stay fp32 (as llama.cpp leaves such tensors).
+  if (options_.weights == DecodeWeights::Fp32 || m.cols % Q8Matrix::kBlock != 0) {
+    m.parts = std::move(parts);
+    return m;
+  }
+  auto stacked = torch::cat(parts, 0).contiguous();  // transient: the Q8_0 copy is what is kept
+  m.q8 = Q8Matrix::quantize(ptr(stacked), m.rows, m.cols);
+  return m;
+}
+
+void CpuDecoder::linear(const float* x, int64_t B, const Matrix& W, float* y) const {
+  if (W.q8) return q8_linear(x, B, *W.q8, y, options_.activations);
+  int64_t row = 0;
+  for (const auto& part : W.parts) {  // each part fills its block of columns of y [B, W.rows]
+    const int64_t N = part.size(0);
+#ifdef FBT_WITH_BLAS
+    // Above four rows sgemm's blocking beats streaming the weights once per four rows.
+    if (!options_.batch_invariant && B > 4) sgemm_linear(x, B, W.cols, ptr(part), N, y + row, W.rows);
+    else
+#endif
+      batch_invariant_linear(x, B, W.cols, ptr(part), N, y + row, W.rows);
+    row += N;
+  }
+}
+
+int64_t CpuDecoder::matmul_weight_bytes(bool with_fusion) const {
+  auto bytes = [](const Matrix& m) { return m.q8 ? m.q8->bytes() : m.rows * m.cols * int64_t(sizeof(float)); };
+  int64_t total = bytes(head_) + (with_fusion ? bytes(w_u_) + bytes(w_g_) : 0);
+  for (const auto& l : layers_) total += bytes(l.qkvg) + bytes(l.gate_up) + bytes(l.wo) + bytes(l.w_down);
+  return total;
+}
 
 bool CpuDecoder::supports(FBT& model) {
   // The packed step implements both blocks (the paper's, and the Llama family's pre-norm block,
@@ -86,26 +108,30 @@ bool CpuDecoder::supports(FBT& model) {
   return true;
 }
 
-CpuDecoder::CpuDecoder(FBT& model, bool batch_invariant)
-    : config_(model->config()), model_(model), batch_invariant_(batch_invariant) {
-  if (!supports(model)) throw Error("CpuDecoder needs an fp32 model on the CPU");
+CpuDecoder::CpuDecoder(FBT& model, CpuDecoderOptions options)
+    : config_(model->config()), model_(model), options_(options) {
+  if (!supports(model))
+    throw Error(options.weights == DecodeWeights::Int8
+                    ? "--weights int8: the 8-bit decode step needs an fp32 model on the CPU without attention biases or "
+                      "scaled RoPE (use --weights fp32)"
+                    : "CpuDecoder needs an fp32 model on the CPU without attention biases or scaled RoPE");
   const auto params = model->named_parameters();
   auto get = [&](const std::string& name) { return params[name].detach().contiguous(); };
   embedding_ = get("embedding.weight");
-  head_ = config_.tie_embeddings ? embedding_ : get("lm_head.weight");
+  head_ = matrix({config_.tie_embeddings ? embedding_ : get("lm_head.weight")});
   input_norm_ = get("input_norm.weight");
   final_norm_ = get("final_norm.weight");
-  w_u_ = get("fusion.w_u.weight");
-  w_g_ = get("fusion.w_g.weight");
+  w_u_ = matrix({get("fusion.w_u.weight")});
+  w_g_ = matrix({get("fusion.w_g.weight")});
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     const std::string b = "blocks." + std::to_string(l) + ".";
     Layer layer;
     std::vector<torch::Tensor> qkvg{get(b + "attn.wq.weight"), get(b + "attn.wk.weight"), get(b + "attn.wv.weight")};
     if (paper_block()) qkvg.push_back(get(b + "attn.gate.weight"));
-    layer.qkvg = stack_rows(qkvg);
-    layer.gate_up = stack_rows({get(b + "mlp.w_gate.weight"), get(b + "mlp.w_up.weight")});
-    layer.wo = get(b + "attn.wo.weight");
-    layer.w_down = get(b + "mlp.w_down.weight");
+    layer.qkvg = matrix(std::move(qkvg));
+    layer.gate_up = matrix({get(b + "mlp.w_gate.weight"), get(b + "mlp.w_up.weight")});
+    layer.wo = matrix({get(b + "attn.wo.weight")});
+    layer.w_down = matrix({get(b + "mlp.w_down.weight")});
     layer.attn_norm_in = get(b + "attn_norm_in.weight");
     if (config_.qk_norm) {
       layer.q_norm = get(b + "attn.q_norm.weight");
@@ -287,13 +313,16 @@ torch::Tensor CpuDecoder::forward(const int64_t* tok, const std::vector<char>& p
   const int64_t H = config_.n_heads, Hkv = config_.n_kv_heads, Dh = config_.head_dim();
   const int64_t proj = proj_width();
   reserve_rows(B);
-  const bool invariant = batch_invariant_;
 
   // The input (FBT::plain_input, FBT::fused_input): plain RMSNorm_in(e) (block llama: the raw e)
   // or the latent-feedback fusion (paper Eq. 4) of RMSNorm_in(e) with h_prev.
   bool any_fused = false;
   for (int64_t b = 0; b < B; ++b) {
     const float* e = ptr(embedding_) + tok[b] * D;
+    if (head_.q8 && config_.tie_embeddings) {  // a tied embedding is the head's Q8_0 matrix (as llama.cpp's get_rows)
+      head_.q8->dequantize_row(tok[b], branch_.data() + b * D);
+      e = branch_.data() + b * D;
+    }
     float* e_n = e_n_.data() + b * D;
     rms_norm(e, ptr(input_norm_), D, config_.norm_eps, e_n);
     const float* plain_in = paper_block() ? e_n : e;
@@ -301,8 +330,8 @@ torch::Tensor CpuDecoder::forward(const int64_t* tok, const std::vector<char>& p
     any_fused = any_fused || !plain[b];
   }
   if (any_fused) {
-    linear(h_prev, B, D, ptr(w_u_), D, fused_a_.data(), invariant);  // W_U h_prev
-    linear(e_n_.data(), B, D, ptr(w_g_), D, fused_b_.data(), invariant);  // W_G e_n
+    linear(h_prev, B, w_u_, fused_a_.data());  // W_U h_prev
+    linear(e_n_.data(), B, w_g_, fused_b_.data());  // W_G e_n
     for (int64_t b = 0; b < B; ++b) {
       if (plain[b]) continue;
       float* g = fused_a_.data() + b * D;
@@ -318,7 +347,7 @@ torch::Tensor CpuDecoder::forward(const int64_t* tok, const std::vector<char>& p
     const Layer& L = layers_[l];
     // Attention branch: x += s · norm_out(Wo · gate ⊙ attention(q, K, V)) (block llama: x += Wo · attention).
     for (int64_t b = 0; b < B; ++b) rms_norm(x_.data() + b * D, ptr(L.attn_norm_in), D, config_.norm_eps, a_.data() + b * D);
-    linear(a_.data(), B, D, L.qkvg.data(), proj, proj_.data(), invariant);
+    linear(a_.data(), B, L.qkvg, proj_.data());
     for (int64_t b = 0; b < B; ++b) {
       float* row = proj_.data() + b * proj;
       const RowCache& cache = rows[b];
@@ -337,23 +366,23 @@ torch::Tensor CpuDecoder::forward(const int64_t* tok, const std::vector<char>& p
       }
     }
     attend(l, rows);
-    linear(attn_.data(), B, H * Dh, ptr(L.wo), D, branch_.data(), invariant);
+    linear(attn_.data(), B, L.wo, branch_.data());
     add_branch(L.attn_norm_out, B);
     // MLP branch: x += s · norm_out(W_down(silu(W_gate a) ⊙ W_up a)) (block llama: no norm_out, s = 1).
     for (int64_t b = 0; b < B; ++b) rms_norm(x_.data() + b * D, ptr(L.mlp_norm_in), D, config_.norm_eps, a_.data() + b * D);
-    linear(a_.data(), B, D, L.gate_up.data(), 2 * F, gate_up_.data(), invariant);
+    linear(a_.data(), B, L.gate_up, gate_up_.data());
     for (int64_t b = 0; b < B; ++b) {
       const float* gu = gate_up_.data() + b * 2 * F;
       for (int64_t i = 0; i < F; ++i) act_[b * F + i] = gu[i] * sigmoid(gu[i]) * gu[F + i];
     }
-    linear(act_.data(), B, F, ptr(L.w_down), D, branch_.data(), invariant);
+    linear(act_.data(), B, L.w_down, branch_.data());
     add_branch(L.mlp_norm_out, B);
   }
 
   // Head and feedback state: logits = FinalNorm(x) · Eᵀ (or the untied head); h_prev = FinalNorm(x) or x.
   for (int64_t b = 0; b < B; ++b) rms_norm(x_.data() + b * D, ptr(final_norm_), D, config_.norm_eps, a_.data() + b * D);
   auto logits = torch::empty({B, V}, torch::kFloat);
-  linear(a_.data(), B, D, ptr(head_), V, logits.data_ptr<float>(), invariant);
+  linear(a_.data(), B, head_, logits.data_ptr<float>());
   return logits;
 }
 

@@ -76,8 +76,8 @@ std::vector<std::vector<int64_t>> generate(FBT& model, const std::vector<std::ve
   std::vector<std::vector<int64_t>> out(B);
   if (steps <= 0) return out;
   auto logits = prefill(model, tokens.to(dev), valid.to(dev), o.mode, o.fused_passes, cache);
-  std::optional<CpuDecoder> cpu_decoder;  // the dedicated step for fp32 CPU models
-  if (CpuDecoder::supports(model)) cpu_decoder.emplace(model);
+  auto cpu_decoder = o.cpu_decoder;  // the dedicated step for fp32 CPU models
+  if (!cpu_decoder && CpuDecoder::supports(model)) cpu_decoder = std::make_shared<CpuDecoder>(model);
   std::vector<bool> done(B, false);
   for (int64_t step = 0; step < steps; ++step) {
     auto next = sample_tokens(logits, o.sampling, generator);  // [B]

@@ -1,5 +1,5 @@
 // evaluate_loss: pass-0 loss vs a hand-computed cross-entropy, K ≥ T passes vs the sequential
-// recurrence, bits per byte for the byte tokenizer, and a vocab mismatch.
+// recurrence, the CPU decode step's rows, bits per byte for the byte tokenizer, and a vocab mismatch.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -8,6 +8,7 @@
 #include <random>
 
 #include "fbt/eval/loss.h"
+#include "fbt/infer/cpu_decoder.h"
 #include "fbt/train/passes.h"
 #include "fbt/util/error.h"
 #include "test_model_helpers.h"
@@ -87,6 +88,33 @@ TEST_F(EvalLoss, LastPassMatchesSequentialWhenPassesCoverTheWindow) {
   // Not trivially so: the fused recurrence scores differently from the standard forward.
   EXPECT_GT(std::abs(results[0].nats_per_token - results.back().nats_per_token),
             100 * std::abs(results[kContext].nats_per_token - results.back().nats_per_token));
+}
+
+// (c) Teacher-forced decoding through the CPU step: with fp32 weights it scores as the standard
+// forward (decode standard) and the sequential recurrence (decode soft); with int8 weights close to
+// them but not equal (the quantisation's cost is what the rows measure).
+TEST_F(EvalLoss, DecodeRowsMatchStandardAndSequentialInFp32) {
+  auto model = make_test_model(config);
+  LossEvalOptions o;
+  o.max_tokens = -1;
+  o.passes = 0;
+  o.sequential = true;
+  o.batch = 2;
+  o.decoder = std::make_shared<CpuDecoder>(model);
+  const auto fp32 = evaluate_loss(model, TokenShard::open(shard_path), tokenizer, o);
+  ASSERT_EQ(fp32.size(), 4u);
+  EXPECT_EQ(fp32[2].name, "decode standard");
+  EXPECT_EQ(fp32[3].name, "decode soft");
+  EXPECT_NEAR(fp32[2].nats_per_token, fp32[0].nats_per_token, 1e-5);
+  EXPECT_NEAR(fp32[3].nats_per_token, fp32[1].nats_per_token, 1e-5);
+  EXPECT_GT(std::abs(fp32[3].nats_per_token - fp32[2].nats_per_token), 1e-3);  // soft is not standard here
+
+  o.decoder = std::make_shared<CpuDecoder>(model, CpuDecoderOptions{false, DecodeWeights::Int8});
+  const auto int8 = evaluate_loss(model, TokenShard::open(shard_path), tokenizer, o);
+  for (int m : {2, 3}) {
+    EXPECT_NEAR(int8[m].nats_per_token, fp32[m].nats_per_token, 0.05) << int8[m].name;
+    EXPECT_NE(int8[m].nats_per_token, fp32[m].nats_per_token) << int8[m].name;
+  }
 }
 
 /// Bytes of the targets SequentialLoader hands out for (path, T, max_tokens): with the byte

@@ -17,16 +17,22 @@ TEST(BatchGemv, EqualsTheMatmulAndARowIsTheSameInAnyBatch) {
     auto x = torch::randn({9, K});
     for (int64_t B = 1; B <= 9; ++B) {
       auto y = torch::empty({B, N});
-      batch_invariant_linear(x.data_ptr<float>(), B, K, W.data_ptr<float>(), N, y.data_ptr<float>());
+      batch_invariant_linear(x.data_ptr<float>(), B, K, W.data_ptr<float>(), N, y.data_ptr<float>(), N);
       auto expected = torch::mm(x.narrow(0, 0, B).to(torch::kDouble), W.to(torch::kDouble).t());
       const std::string where = "K " + std::to_string(K) + " N " + std::to_string(N) + " B " + std::to_string(B);
       EXPECT_LT((y.to(torch::kDouble) - expected).abs().max().item<double>(), 1e-5 * std::sqrt(double(K)) * 4) << where;
       for (int64_t b = 0; b < B; ++b) {  // row b alone, from a copy at another address
         auto row = x[b].clone();
         auto alone = torch::empty({1, N});
-        batch_invariant_linear(row.data_ptr<float>(), 1, K, W.data_ptr<float>(), N, alone.data_ptr<float>());
+        batch_invariant_linear(row.data_ptr<float>(), 1, K, W.data_ptr<float>(), N, alone.data_ptr<float>(), N);
         ASSERT_TRUE(torch::equal(alone[0], y[b])) << where << " row " << b;
       }
+      // Into columns [3, 3 + N) of a wider output (ldy = N + 5): the same bits, the rest untouched.
+      auto wide = torch::full({B, N + 5}, -7.0f);
+      batch_invariant_linear(x.data_ptr<float>(), B, K, W.data_ptr<float>(), N, wide.data_ptr<float>() + 3, N + 5);
+      ASSERT_TRUE(torch::equal(wide.narrow(1, 3, N), y)) << where;
+      ASSERT_TRUE((wide.narrow(1, 0, 3) == -7.0f).all().item<bool>()) << where;
+      ASSERT_TRUE((wide.narrow(1, 3 + N, 2) == -7.0f).all().item<bool>()) << where;
     }
   }
 }

@@ -1,4 +1,4 @@
-// CpuDecoder (the BLAS decode step) against the generic decode_step it replaces (issue #8).
+// CpuDecoder (the dedicated CPU decode step, fp32 and int8 weights) against the generic decode_step it replaces.
 #include <gtest/gtest.h>
 
 #include "fbt/infer/cpu_decoder.h"
@@ -42,12 +42,34 @@ KVCache clone(const KVCache& cache) {
   return c;
 }
 
+/// The test model of `config` with every weight the int8 decode step quantises (each matrix
+/// product's whose rows split into blocks of 32; the embedding only where it is the tied head)
+/// replaced by its Q8_0 round trip.
+FBT q8_round_trip(const ModelConfig& config) {
+  auto model = make_test_model(config);
+  torch::NoGradGuard no_grad;
+  for (auto& item : model->named_parameters()) {
+    const std::string& name = item.key();
+    auto& p = item.value();
+    if (p.dim() != 2 || p.size(1) % Q8Matrix::kBlock != 0 || (name == "embedding.weight" && !config.tie_embeddings))
+      continue;  // rows that do not split into blocks of 32 stay fp32 (debug's d_ff = 688)
+    auto w = p.contiguous();
+    const auto q = Q8Matrix::quantize(w.data_ptr<float>(), w.size(0), w.size(1));
+    auto back = torch::empty_like(w);
+    for (int64_t n = 0; n < w.size(0); ++n) q.dequantize_row(n, back.data_ptr<float>() + n * w.size(1));
+    p.copy_(back);
+  }
+  return model;
+}
+
 // Continuous batching (engine.h): three sequences of different lengths, each in its own cache and
 // mode, stepped together in batch-invariant mode. Each row equals decode_step on its own cache
 // (to fp32 rounding) and equals, bit for bit, the same sequence stepped alone.
 TEST(CpuDecoder, PerSequenceCachesStepLikeDecodeStepAndTheSameAlone) {
-  for (const auto& config : configs()) {
+  for (const auto& config : configs()) for (auto weights : {DecodeWeights::Fp32, DecodeWeights::Int8}) {
     auto model = make_test_model(config);
+    // int8 weights with fp32 activations step as the model of their dequantised weights
+    auto reference = weights == DecodeWeights::Int8 ? q8_round_trip(config) : model;
     torch::NoGradGuard no_grad;
     const std::vector<DecodeMode> modes{DecodeMode::Soft, DecodeMode::Standard, DecodeMode::Fused};
     std::vector<KVCache> caches;
@@ -60,9 +82,10 @@ TEST(CpuDecoder, PerSequenceCachesStepLikeDecodeStepAndTheSameAlone) {
       next.push_back(prefill(model, prompt, torch::ones({1, n}, torch::kBool), mode, 2, caches.back()).argmax(-1).item<int64_t>());
     }
     next[0] = 3;  // the variant's separator: row 0's next input is plain
-    CpuDecoder decoder(model, /*batch_invariant=*/true);
+    CpuDecoder decoder(model, CpuDecoderOptions{/*batch_invariant=*/true, weights, Q8Activations::Fp32});
     for (int64_t s = 0; s < 3; ++s) {
-      const std::string where = enum_to_string(config.block) + " d_model " + std::to_string(config.d_model) +
+      const std::string where = enum_to_string(config.block) + (weights == DecodeWeights::Int8 ? " int8" : " fp32") +
+                                " d_model " + std::to_string(config.d_model) +
                                 " step " + std::to_string(s);
       std::vector<KVCache> generic, alone;
       for (const auto& c : caches) {
@@ -73,7 +96,7 @@ TEST(CpuDecoder, PerSequenceCachesStepLikeDecodeStepAndTheSameAlone) {
       for (auto& c : caches) rows.push_back(&c);
       auto logits = decoder.step(torch::tensor(next), modes, rows);  // [3,V]
       for (int64_t b = 0; b < 3; ++b) {
-        auto expected = decode_step(model, torch::tensor({next[b]}), modes[b], generic[b]);
+        auto expected = decode_step(reference, torch::tensor({next[b]}), modes[b], generic[b]);
         ASSERT_LT(max_abs_diff(logits[b], expected[0]), kTol) << where << " row " << b;
         ASSERT_LT(max_abs_diff(caches[b].h_prev, generic[b].h_prev), kTol) << where << " row " << b;
         ASSERT_EQ(caches[b].length, generic[b].length) << where;
@@ -122,6 +145,51 @@ TEST(CpuDecoder, StepEqualsTheGenericDecodeStep) {
         next = expected.argmax(-1);
       }
     }
+  }
+}
+
+// 8-bit weights: with fp32 activations the step equals decode_step on the model whose weights
+// are their own Q8_0 round trip (so every matrix is quantised, and only those); with int8
+// activations it stays within activation-quantisation error of that; and in batch-invariant mode
+// a sequence's row is the same bits alone as among others.
+TEST(CpuDecoder, Int8WeightsStepLikeTheirDequantisedModel) {
+  for (const auto& config : configs()) {
+    auto model = make_test_model(config);
+    auto dequantised = q8_round_trip(config);
+    torch::NoGradGuard no_grad;
+    const int64_t B = 2, P = 5;
+    torch::manual_seed(11);
+    auto tokens = torch::randint(4, config.vocab_size, {B, P}, torch::kLong);
+    auto valid = torch::ones({B, P}, torch::kBool);
+    KVCache reference(config, B, P + 4, torch::dtype(torch::kFloat));
+    auto next = prefill(dequantised, tokens, valid, DecodeMode::Standard, 0, reference).argmax(-1);
+    KVCache f32_in = clone(reference), int8_in = clone(reference);
+    CpuDecoderOptions fp32_acts{/*batch_invariant=*/true, DecodeWeights::Int8, Q8Activations::Fp32};
+    CpuDecoderOptions int8_acts{/*batch_invariant=*/true, DecodeWeights::Int8, Q8Activations::Int8};
+    CpuDecoder exact(model, fp32_acts), approx(model, int8_acts);
+    for (int64_t s = 0; s < 3; ++s) {
+      const std::string where = enum_to_string(config.block) + " step " + std::to_string(s);
+      auto expected = decode_step(dequantised, next, DecodeMode::Soft, reference);
+      auto got = exact.step(next, DecodeMode::Soft, f32_in);
+      ASSERT_LT(max_abs_diff(got, expected), kTol) << where;
+      ASSERT_LT(max_abs_diff(f32_in.h_prev, reference.h_prev), kTol) << where;
+      auto rough = approx.step(next, DecodeMode::Soft, int8_in);
+      ASSERT_LT(max_abs_diff(rough, expected), 0.05 * expected.abs().max().item<double>()) << where;
+      ASSERT_GT(max_abs_diff(rough, expected), 0.0) << where << ": int8 activations must round";
+      next = expected.argmax(-1);
+    }
+    // Int8 activations are quantised per row: a sequence's row is the same bits alone as in a batch.
+    std::vector<KVCache> own;
+    std::vector<KVCache*> rows;
+    for (int64_t b = 0; b < B; ++b) {
+      own.emplace_back(config, 1, P + 1, torch::dtype(torch::kFloat));
+      prefill(model, tokens.narrow(0, b, 1), valid.narrow(0, b, 1), DecodeMode::Standard, 0, own.back());
+    }
+    std::vector<KVCache> alone{clone(own[0]), clone(own[1])};
+    for (auto& c : own) rows.push_back(&c);
+    auto together = approx.step(next, {DecodeMode::Soft, DecodeMode::Standard}, rows);
+    EXPECT_TRUE(torch::equal(approx.step(next.narrow(0, 1, 1), {DecodeMode::Standard}, {&alone[1]})[0], together[1]));
+    EXPECT_TRUE(torch::equal(approx.step(next.narrow(0, 0, 1), {DecodeMode::Soft}, {&alone[0]})[0], together[0]));
   }
 }
 

@@ -225,8 +225,8 @@ TEST(ChatCli, TmuxTwoTurnsInEachModeAndReset) {
 }
 
 // Ctrl-C during a long reply (up to 12000 tokens) stops that reply: "[stopped]", fewer tokens, the
-// session goes on and answers the next message (its prompt holds the cut reply); Ctrl-C at the
-// prompt then ends fbt with status 0.
+// session goes on and answers the next message (its prompt holds the cut reply; that reply is cut
+// the same way); Ctrl-C at the prompt then ends fbt with status 0.
 TEST(ChatCli, TmuxCtrlCStopsTheReplyNotTheSession) {
   REQUIRE_TMUX();
   TmuxChat chat(/*context=*/16384, "--temperature 0 --max-new-tokens 12000");
@@ -247,8 +247,15 @@ TEST(ChatCli, TmuxCtrlCStopsTheReplyNotTheSession) {
   EXPECT_LT(cut, 12000);
   EXPECT_EQ(chat.exit_status(), -1);  // still running
 
+  // The second reply may run to 12000 tokens too (an untrained model rarely samples EOS): stop it
+  // the same way, so the test never waits on a reply whose length grows the attention each step.
   chat.type("go on");
+  const size_t before_second = chat.screen().size();
+  ASSERT_TRUE(chat.wait_for([&](const std::string& s) { return s.size() > before_second + 200; }, 30))
+      << chat.screen();
+  chat.ctrl_c();
   WAIT_PROMPTS(chat, "[standard] you> ", 3);
+  EXPECT_EQ(count(chat.screen(), " [stopped]"), 2u) << chat.screen();
   const auto lengths = prompt_lengths(chat.screen());
   ASSERT_EQ(lengths.size(), 2u) << chat.screen();
   // + the cut reply (the tokens of it that decode to bytes) + EOS + "User: go on\n\n" + "Assistant: "

@@ -10,6 +10,7 @@
 
 #include <torch/types.h>
 
+#include "fbt/infer/cpu_decoder.h"
 #include "fbt/infer/decode.h"
 #include "fbt/model/config.h"
 #include "fbt/model/model.h"
@@ -74,6 +75,9 @@ BenchResult bench_prefill(FBT& model, DecodeMode mode, int64_t fused_passes, int
 struct DecodeComparison {
   BenchResult standard, soft;
   Stats soft_overhead;  ///< over the repetition pairs: soft seconds / standard seconds − 1
+  /// The CPU decoder's matrix weights read per step (CpuDecoder::matmul_weight_bytes) without and
+  /// with the fusion; -1 for the other decoders.
+  int64_t standard_weight_bytes = -1, soft_weight_bytes = -1;
 };
 
 /// Greedy decoding of `new_tokens` tokens after a plain prefill of `context` random tokens per
@@ -85,10 +89,11 @@ struct DecodeComparison {
 /// generate` uses for fp32 CPU models) or GraphDecoder replaying a CUDA graph (Graph:
 /// graph_decoder.h; one per mode, captured in the untimed first run; the cache has exactly
 /// context + new_tokens slots, all of which its step attends over). tokens/s counts
-/// batch·new_tokens. Throws fbt::Error if context + new_tokens exceeds the model context, or for
-/// Graph off CUDA.
+/// batch·new_tokens. `cpu_options` configure the Cpu step (weights fp32 or int8). Throws
+/// fbt::Error if context + new_tokens exceeds the model context, or for Graph off CUDA.
 enum class BenchDecoder { Generic, Cpu, Graph };
 DecodeComparison bench_decode_modes(FBT& model, BenchDecoder decoder, int64_t batch, int64_t context,
-                                    int64_t new_tokens, int64_t warmup, int64_t reps, uint64_t seed);
+                                    int64_t new_tokens, int64_t warmup, int64_t reps, uint64_t seed,
+                                    const CpuDecoderOptions& cpu_options = {});
 
 }  // namespace fbt

@@ -1,6 +1,7 @@
 // Validation loss vs number of fused prefill passes (SPEC §8, paper Fig. 4) on a token shard.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,9 +12,11 @@
 
 namespace fbt {
 
+class CpuDecoder;
+
 /// One evaluated mode.
 struct LossResult {
-  std::string name;       ///< "passes=p" (loss after p fused prefill passes) or "sequential"
+  std::string name;       ///< "passes=p" (loss after p fused prefill passes), "sequential", "decode standard", "decode soft"
   double nats_per_token;  ///< mean next-token cross-entropy, nats per target token
   double bits_per_byte;   ///< total nats / ln 2 / UTF-8 bytes of the targets (NaN if 0 bytes)
   int64_t tokens;         ///< target tokens scored
@@ -25,6 +28,9 @@ struct LossEvalOptions {
   bool sequential = false;     ///< also score the exact sequential soft recurrence
   int64_t batch = 8;           ///< windows per forward
   int64_t context = 0;         ///< window length T; 0 = the model context
+  /// Also score teacher-forced decoding through this CPU decode step (e.g. with int8 weights),
+  /// in Standard and Soft mode: rows "decode standard" and "decode soft".
+  std::shared_ptr<CpuDecoder> decoder;
 };
 
 /// Scores `model` on `shard` with non-overlapping windows of T = options.context (default: the model
@@ -34,7 +40,10 @@ struct LossEvalOptions {
 /// windows. passes=0 is the standard forward; passes=p is the last of p+1 passes of
 /// forward_passes without jitter or mixin (pass k is the recurrence after k-1 fused passes), all
 /// from one forward_passes call per batch. "sequential" is sequential_logits (exact soft
-/// recurrence, T cached steps per window).
+/// recurrence, T cached steps per window). "decode standard" / "decode soft" (with
+/// options.decoder) feed each window's tokens one step at a time to the decoder from an empty
+/// cache, the first step plain: in fp32 they equal passes=0 and sequential up to rounding, so
+/// with int8 weights their change is the quantisation's cost.
 ///
 /// Bits per byte divide by the UTF-8 bytes of exactly the scored targets: window w's target
 /// tokens [s_w+1, s_w+T+1) (SequentialLoader::window_start; the windows are spread over the

@@ -5,17 +5,20 @@
 
 namespace fbt {
 
-/// y[B,N] = x[B,K] · W[N,K]ᵀ, all row-major fp32 (a bias-free nn::Linear).
+/// y[B,N] = x[B,K] · W[N,K]ᵀ, all row-major fp32 (a bias-free nn::Linear); row b of y starts at
+/// y + b·ldy (ldy ≥ N: y may be a column block of a wider matrix).
 ///
 /// Every y[b,n] is one dot product with a fixed summation order: 16 partial sums over k ≡ j mod 16
 /// in increasing k, added pairwise (8+8, 4+4, 2+2, 1+1), compiled without floating-point
 /// contraction. So y[b] is the same, bit for bit, at any B and for any other rows beside it — the
 /// property continuous batching needs (a served sequence's output must not depend on its batch),
 /// which BLAS does not give (OpenBLAS's sgemm picks other kernels as B grows; sgemv rounds unlike
-/// sgemm). Rows are taken four at a time for each weight row read, so the weights are streamed
-/// from memory once per four rows; output rows n are split across libtorch's intra-op threads.
-/// The x86-64-v3 (AVX2) clone is chosen at run time where the CPU has it; the result is the same
-/// on either clone, as neither contracts a multiply and an add.
-void batch_invariant_linear(const float* x, int64_t B, int64_t K, const float* W, int64_t N, float* y);
+/// sgemm). Input rows are taken four at a time for each weight row read, so the weights are
+/// streamed from memory once per four rows; at batch 1 four weight rows share each read of x.
+/// Output rows n are split across libtorch's intra-op threads. The AVX2+FMA kernel (the 16
+/// partial sums in two registers, each step a fused multiply-add) is chosen once at run time
+/// where the CPU has it, else portable code that multiplies, then adds; the two round differently,
+/// but one process only ever runs one of them.
+void batch_invariant_linear(const float* x, int64_t B, int64_t K, const float* W, int64_t N, float* y, int64_t ldy);
 
 }  // namespace fbt

@@ -1,22 +1,47 @@
-// A dedicated decode step for fp32 models on the CPU: packed weights, BLAS calls, plain loops.
+// A dedicated decode step for fp32 models on the CPU: plain loops and our own matrix-vector kernels.
 //
 // The generic decode_step (decode.h) runs ~40 libtorch operators per layer, and at batch 1 on a
 // small model their dispatch cost, not arithmetic, sets the speed. CpuDecoder computes the same
 // step (SPEC §7, Listing 2: the fused input, the L blocks with the KV cache, the head) with one
-// matrix product per projection group — q, k, v and the output gate in one, the SwiGLU gate and
-// up in one — straight BLAS (sgemv/sgemm) on contiguous weights, and hand-written RMSNorm,
-// RoPE, attention and SwiGLU loops, with no autograd and no per-token allocation besides the
-// returned logits.
+// matrix product per projection group — q, k, v and the output gate together, the SwiGLU gate
+// and up together — and hand-written RMSNorm, RoPE, attention and SwiGLU loops, with no autograd
+// and no per-token allocation besides the returned logits. A decode step reads every weight
+// once, so its speed is the memory bandwidth: the products run on AVX2 kernels that stream the
+// model's own fp32 tensors (batch_gemv.h; no second copy), or 8-bit Q8_0 copies of them
+// (q8_gemv.h, a quarter of the bytes).
 #pragma once
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <torch/types.h>
 
 #include "fbt/infer/decode.h"
+#include "fbt/infer/q8_gemv.h"
 #include "fbt/model/cache.h"
 #include "fbt/model/model.h"
 
 namespace fbt {
+
+/// Storage of CpuDecoder's matrix products.
+enum class DecodeWeights {
+  Fp32,  ///< the model's own fp32 tensors, read in place
+  Int8,  ///< Q8_0 copies (q8_gemv.h) of every matrix product's weights whose rows split into
+         ///< blocks of 32 (others stay fp32), the head included; a tied embedding is looked up in
+         ///< the head's copy
+};
+
+struct CpuDecoderOptions {
+  /// Every matrix product is batch-invariant (batch_gemv.h / q8_gemv.h), so a sequence decodes to
+  /// the same bits alone or in any batch (serving, engine.h). Off, fp32 batches above four go to
+  /// BLAS sgemm, whose rounding of a row changes with the batch size.
+  bool batch_invariant = false;
+  DecodeWeights weights = DecodeWeights::Fp32;
+  Q8Activations activations = Q8Activations::Int8;  ///< of Int8 weights
+};
+
+/// Parses "fp32" or "int8" (the --weights flag); throws fbt::Error naming `flag` otherwise.
+DecodeWeights parse_decode_weights(const std::string& text, const std::string& flag);
 
 class CpuDecoder {
  public:
@@ -24,13 +49,13 @@ class CpuDecoder {
   /// qk_norm and tie_embeddings), no attention biases, unscaled RoPE.
   static bool supports(FBT& model);
 
-  /// Copies `model`'s weights into packed contiguous buffers (a snapshot: build a new decoder
-  /// after changing the weights). Costs one extra copy of the attention and MLP input weights.
-  /// `batch_invariant`: every matrix product goes through batch_invariant_linear (batch_gemv.h),
-  /// so a sequence decodes to the same bits alone or in any batch (serving, engine.h); off, BLAS
-  /// (sgemv at batch 1, sgemm above), whose rounding of a row changes with the batch size.
-  /// Throws fbt::Error unless supports(model).
-  explicit CpuDecoder(FBT& model, bool batch_invariant = false);
+  /// Reads `model`'s fp32 weights in place (build a new decoder after replacing a tensor), or
+  /// with DecodeWeights::Int8 quantises them to Q8_0 (a snapshot; the model keeps its fp32
+  /// weights for prefill). Throws fbt::Error unless supports(model) (naming --weights for Int8).
+  explicit CpuDecoder(FBT& model, CpuDecoderOptions options = {});
+  /// Bytes of the weights a decode step reads: every matrix product's (fp32 or Q8_0), norms and the
+  /// embedding row excluded; the fusion's W_U and W_G only `with_fusion` (Soft and Fused steps).
+  int64_t matmul_weight_bytes(bool with_fusion) const;
 
   /// The same step as decode_step(model, tokens, mode, cache): tokens [B] int64 (CPU), the
   /// cache filled by prefill() (fp32, CPU). The input of row b is plain in Standard mode and
@@ -73,10 +98,22 @@ class CpuDecoder {
   /// contiguous CPU layout.
   void check_cache(const KVCache& cache, int64_t batch) const;
 
+  /// The weight [N, K] of one matrix product, several of the model's tensors stacked row-wise: the
+  /// tensors themselves (fp32) or one Q8_0 matrix of them all (int8).
+  struct Matrix {
+    std::vector<torch::Tensor> parts;  ///< [N_i, K], Σ N_i = N (fp32; the model's own tensors)
+    std::optional<Q8Matrix> q8;        ///< [N, K] (int8)
+    int64_t rows = 0, cols = 0;
+  };
+  /// The matrix stacking `parts` in the decoder's weight format.
+  Matrix matrix(std::vector<torch::Tensor> parts) const;
+  /// y[B, W.rows] = x[B, W.cols] · Wᵀ.
+  void linear(const float* x, int64_t B, const Matrix& W, float* y) const;
+
   struct Layer {
-    std::vector<float> qkvg;  ///< [proj_width(), D]: wq, wk, wv and (block fbt) the head gates stacked
-    std::vector<float> gate_up;  ///< [2F, D]: w_gate, w_up stacked
-    torch::Tensor wo, w_down;    ///< [D, H·Dh], [D, F] (the model's own tensors)
+    Matrix qkvg;     ///< [proj_width(), D]: wq, wk, wv and (block fbt) the head gates
+    Matrix gate_up;  ///< [2F, D]: w_gate, w_up
+    Matrix wo, w_down;  ///< [D, H·Dh], [D, F]
     torch::Tensor attn_norm_in, q_norm, k_norm, attn_norm_out, mlp_norm_in, mlp_norm_out;  ///< undefined where absent
     int64_t window = 0;
   };
@@ -95,11 +132,12 @@ class CpuDecoder {
 
   ModelConfig config_;
   FBT model_;  ///< keeps the tensors referenced below alive
-  torch::Tensor embedding_, head_, input_norm_, final_norm_, w_u_, w_g_;  // [V,D], [V,D], [D], [D], [D,D], [D,D]
+  torch::Tensor embedding_, input_norm_, final_norm_;  // [V,D], [D], [D]
+  Matrix head_, w_u_, w_g_;                            // [V,D], [D,D], [D,D]
   std::vector<Layer> layers_;
   std::vector<float> inv_freq_;  ///< RoPE θ^(-2i/Dh), i < Dh/2
   double scale_ = 1.0;          ///< the residual branch multiplier
-  bool batch_invariant_ = false;
+  CpuDecoderOptions options_;
   int64_t rows_ = 0;
   // Scratch, [B, ·] row-major.
   std::vector<float> x_, a_, e_n_, fused_a_, fused_b_, proj_, attn_, branch_, gate_up_, act_, scores_;

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "fbt/infer/cpu_decoder.h"
 #include "fbt/infer/generate.h"
 #include "fbt/model/model.h"
 #include "fbt/util/error.h"
@@ -69,6 +70,9 @@ struct EngineOptions {
   int64_t max_batch = 16;       ///< sequences decoded together at most (≥ 1)
   int64_t max_queue = 64;       ///< sequences waiting for a batch slot at most (≥ 0)
   int64_t prefill_chunk = 256;  ///< prompt tokens per prefill call (≥ 1); longer prompts are chunked
+  /// Weights of the batch-invariant CPU step, used where the model allows it (Int8: the Engine
+  /// constructor throws fbt::Error naming --weights where it does not).
+  DecodeWeights weights = DecodeWeights::Fp32;
 };
 
 /// A consistent snapshot of the engine's counters (for GET /metrics).

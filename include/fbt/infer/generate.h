@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,8 @@
 #include "fbt/infer/decode.h"
 
 namespace fbt {
+
+class CpuDecoder;
 
 /// Sampling temperatures other than 0 (greedy) must lie in [kMinTemperature, kMaxTemperature]:
 /// logits / T must stay finite in fp32 (a smaller T overflows to inf, and the probabilities to
@@ -52,6 +55,9 @@ struct GenerationOptions {
   /// step; when it returns true generation ends and returns what was generated so far (`fbt chat`
   /// stops a reply on Ctrl-C this way). It must be cheap: it runs once per token.
   std::function<bool()> should_stop;
+  /// The decode step to use, built once by the caller (e.g. with int8 weights, cpu_decoder.h);
+  /// empty: a CpuDecoder with fp32 weights is built per call where the model allows one.
+  std::shared_ptr<CpuDecoder> cpu_decoder;
 };
 
 /// Generates continuations of `prompts` (token ids, different lengths allowed, each non-empty)

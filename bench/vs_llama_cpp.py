@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""fbt against llama.cpp on the same Llama shapes, alternating the two programs in one run.
+
+For each repetition and shape (`small`, `llama-134m`), runs `fbt bench` and `llama-bench` (order
+alternating between repetitions, one thread pinned to one core by default) on random weights of
+the same shape: decode of 128 tokens after a 64-token context at batch 1, and a 64-token prefill,
+in f32, and fbt's int8 decode against llama.cpp's Q8_0. Prints medians and fbt / llama.cpp ratios
+(a markdown table) and the memory bandwidth `fbt bench --tests memory` measured; writes the table
+and the raw numbers to --results-dir.
+
+llama.cpp is not part of fbt: build it yourself (any checkout; the results name its commit) with
+  cmake -S $LLAMA_CPP_DIR -B $LLAMA_CPP_DIR/build -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \\
+        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF
+  cmake --build $LLAMA_CPP_DIR/build --target llama-bench -j
+The GGUFs come from bench/llama_gguf.py with llama.cpp's own gguf-py.
+
+Usage: bench/vs_llama_cpp.py --llama-cpp DIR [--fbt build/fbt] [--threads 1] [--reps 3]
+       [--shapes small,llama-134m] [--results-dir bench/results] [--label TEXT]
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONTEXT, NEW_TOKENS, PROMPT = 64, 128, 64
+
+
+def run(cmd, **kw):
+    """Runs cmd; returns stdout. Exits with its stderr on failure."""
+    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if p.returncode != 0:
+        sys.exit(f"vs_llama_cpp: {' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-3000:]}")
+    return p.stdout
+
+
+def pinned(cmd, threads):
+    return (["taskset", "-c", ",".join(str(i) for i in range(threads))] if threads <= os.cpu_count() else []) + cmd
+
+
+def fbt_run(a, shape, weights, reps):
+    """decode tokens/s (standard, soft), soft overhead, prefill tokens/s, peak RSS bytes, GB/s."""
+    tests = "decode,prefill" if weights == "fp32" else "decode"
+    out = run(pinned([a.fbt, "bench", "--preset", shape, "--tests", tests, "--batch-sizes", "1",
+                      "--contexts", str(CONTEXT), "--new-tokens", str(NEW_TOKENS), "--threads", str(a.threads),
+                      "--reps", str(reps), "--warmup", "1", "--weights", weights, "--format", "json"], a.threads))
+    rec = json.loads(out)
+    r = {}
+    for row in rec["results"]:
+        if row["test"] == "decode":
+            r["decode_" + row["mode"]] = row["tokens_per_s"]["median"]
+            r["decode_peak_rss_" + row["mode"]] = row["peak_memory_bytes"]
+            if "weight_bytes_per_s" in row:
+                r["weight_bytes_per_s_" + row["mode"]] = row["weight_bytes_per_s"]
+                r["weight_bytes_per_step_" + row["mode"]] = row["weight_bytes_per_step"]
+            if "overhead_vs_standard" in row:
+                r["soft_overhead"] = row["overhead_vs_standard"]["median"]
+        elif row["test"] == "prefill" and row["mode"] == "standard":
+            r["prefill"] = row["tokens_per_s"]["median"]
+    r["git_sha"] = rec["git_sha"]
+    return r
+
+
+def llama_run(a, gguf, reps, prefill):
+    """tokens/s of llama-bench's tg128 after 64 tokens of context (or pp64), and its peak RSS."""
+    args = ["-p", str(PROMPT), "-n", "0"] if prefill else ["-p", "0", "-n", str(NEW_TOKENS), "-d", str(CONTEXT)]
+    with tempfile.NamedTemporaryFile(suffix=".time") as t:
+        out = run(["/usr/bin/time", "-f", "%M", "-o", t.name] +
+                  pinned([a.llama_bench, "-m", gguf, "-t", str(a.threads), "-r", str(reps), "-o", "json"] + args, a.threads))
+        peak_kib = int(open(t.name).read().split()[-1])
+    rows = json.loads(out)
+    return rows[0]["avg_ts"], peak_kib * 1024, rows[0].get("build_commit", "?")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--llama-cpp", required=True, help="llama.cpp source dir, built into DIR/build")
+    ap.add_argument("--fbt", default=os.path.join(HERE, "..", "build", "fbt"))
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--reps", type=int, default=3, help="alternating repetitions (each runs 3 timed reps per program)")
+    ap.add_argument("--shapes", default="small,llama-134m")
+    ap.add_argument("--results-dir", default="")
+    ap.add_argument("--label", default="", help="hardware label of the result files (default: fbt bench's)")
+    a = ap.parse_args()
+    a.llama_bench = os.path.join(a.llama_cpp, "build", "bin", "llama-bench")
+    for path, what in ((a.llama_bench, "llama-bench (build it: see --help)"), (a.fbt, "fbt (scripts/build.sh)")):
+        if not os.access(path, os.X_OK):
+            sys.exit(f"vs_llama_cpp: {path}: not found or not executable: {what}")
+    work = tempfile.mkdtemp(prefix="fbt-vs-llama-")
+    env = dict(os.environ, PYTHONPATH=os.path.join(a.llama_cpp, "gguf-py"))
+    shapes = a.shapes.split(",")
+    ggufs = {}
+    for shape in shapes:
+        for kind in ("f32", "q8_0"):
+            ggufs[shape, kind] = os.path.join(work, f"{shape}-{kind}.gguf")
+            run([sys.executable, os.path.join(HERE, "llama_gguf.py"), shape, kind, ggufs[shape, kind]], env=env)
+
+    bw = json.loads(run(pinned([a.fbt, "bench", "--tests", "memory", "--threads", str(a.threads), "--reps", "3",
+                                "--format", "json"], a.threads)))
+    read_bw = bw["read_bandwidth"]
+    samples = {}  # (shape, what) -> list of values
+    commit = "?"
+    fbt_sha = "?"
+
+    def add(shape, what, value):
+        samples.setdefault((shape, what), []).append(value)
+
+    for rep in range(a.reps):
+        for shape in shapes:
+            def fbt_side():
+                nonlocal fbt_sha
+                f = fbt_run(a, shape, "fp32", 3)
+                q = fbt_run(a, shape, "int8", 3)
+                fbt_sha = f["git_sha"]
+                add(shape, "fbt decode f32", f["decode_standard"])
+                add(shape, "fbt decode f32 soft", f["decode_soft"])
+                add(shape, "fbt soft overhead", f["soft_overhead"])
+                add(shape, "fbt prefill f32", f["prefill"])
+                add(shape, "fbt decode int8", q["decode_standard"])
+                add(shape, "fbt decode f32 GB/s", f["weight_bytes_per_s_standard"])
+                add(shape, "fbt decode int8 GB/s", q["weight_bytes_per_s_standard"])
+                add(shape, "fbt weight bytes f32", f["weight_bytes_per_step_standard"])
+                add(shape, "fbt weight bytes int8", q["weight_bytes_per_step_standard"])
+                add(shape, "fbt peak RSS f32", f["decode_peak_rss_standard"])
+
+            def llama_side():
+                nonlocal commit
+                ts, rss, commit = llama_run(a, ggufs[shape, "f32"], 3, prefill=False)
+                add(shape, "llama decode f32", ts)
+                add(shape, "llama peak RSS f32", rss)
+                add(shape, "llama prefill f32", llama_run(a, ggufs[shape, "f32"], 3, prefill=True)[0])
+                add(shape, "llama decode q8_0", llama_run(a, ggufs[shape, "q8_0"], 3, prefill=False)[0])
+
+            sides = (fbt_side, llama_side) if rep % 2 == 0 else (llama_side, fbt_side)
+            for side in sides:
+                side()
+            print(f"rep {rep + 1}/{a.reps} {shape} done", file=sys.stderr)
+
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    lines = [f"# fbt vs llama.cpp, {a.threads} thread(s), {datetime.date.today().isoformat()}", "",
+             f"fbt {fbt_sha}, llama.cpp {commit} (llama-bench), random weights, batch 1; decode: {NEW_TOKENS} tokens "
+             f"after {CONTEXT} of context; prefill: {PROMPT} tokens. Medians of {a.reps} alternating repetitions, "
+             f"each the median (fbt) or mean (llama-bench) of 3 timed runs. Read bandwidth measured by "
+             f"`fbt bench --tests memory`: {read_bw / 1e9:.1f} GB/s on {a.threads} thread(s).", "",
+             "| shape | what | fbt | llama.cpp | fbt / llama.cpp |", "|---|---|---|---|---|"]
+    for shape in shapes:
+        def row(what, f, l, unit="tok/s"):
+            fv, lv = med[shape, f], med[shape, l]
+            lines.append(f"| {shape} | {what} | {fv:.1f} {unit} | {lv:.1f} {unit} | **{fv / lv:.2f}×** |")
+        row("decode f32", "fbt decode f32", "llama decode f32")
+        row("decode int8 vs Q8_0", "fbt decode int8", "llama decode q8_0")
+        row("prefill f32", "fbt prefill f32", "llama prefill f32")
+        fr, lr = med[shape, "fbt peak RSS f32"], med[shape, "llama peak RSS f32"]
+        lines.append(f"| {shape} | peak RSS, f32 decode | {fr / 1e6:.0f} MB | {lr / 1e6:.0f} MB | {fr / lr:.2f}× |")
+        for kind in ("f32", "int8"):
+            gbs = med[shape, f"fbt decode {kind} GB/s"]
+            lines.append(f"| {shape} | fbt decode {kind}: weights read | {gbs / 1e9:.1f} GB/s "
+                         f"({med[shape, f'fbt weight bytes {kind}'] / 1e6:.1f} MB/token) | | "
+                         f"{100 * gbs / read_bw:.0f}% of read bandwidth |")
+        lines.append(f"| {shape} | fbt soft-decode overhead vs standard | {100 * med[shape, 'fbt soft overhead']:+.1f}% | | |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.results_dir:
+        label = a.label or bw["hardware"]
+        stem = os.path.join(a.results_dir, f"vs_llama_cpp_{label}_{datetime.date.today().isoformat()}")
+        with open(stem + ".md", "w") as f:
+            f.write(text)
+        with open(stem + ".json", "w") as f:
+            json.dump({"llama_cpp_commit": commit, "fbt_git_sha": fbt_sha, "threads": a.threads,
+                       "read_bandwidth": read_bw, "medians": {f"{s}|{w}": v for (s, w), v in med.items()},
+                       "samples": {f"{s}|{w}": v for (s, w), v in samples.items()}}, f, indent=2)
+        print(f"wrote {stem}.md and .json", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
