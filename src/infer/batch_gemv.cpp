@@ -14,7 +14,7 @@ namespace fbt {
 namespace {
 
 constexpr int64_t kLanes = 16;  // partial sums per dot product
-/// Software prefetch: the weight rows after this group, this many floats ahead (64: best measured).
+/// Software prefetch: the next weight row, this many floats beyond the current column (measured).
 constexpr int64_t kPrefetchAhead = 64;
 
 /// Adds the 16 partial sums pairwise (8+8, 4+4, 2+2, 1+1): the fixed final order of batch_gemv.h.
@@ -59,65 +59,52 @@ void rows_portable(const float* x, int64_t B, int64_t K, const float* W, int64_t
 
 // ---- AVX2 kernel: lane j accumulates fma(w[k], x[k], ·) for k ≡ j (mod 16), in two registers. ----
 
-/// y[b, n] for the BR input rows xs and the NR weight rows starting at `w` (row stride K): each of
-/// the NR·BR dot products in two 8-lane FMA accumulators, then the tail and the fixed reduction.
-/// Every dot product takes the same steps whatever NR and BR are, so grouping changes no bit.
-template <int NR, int BR>
+/// y[b, n] for the BR input rows xs and the weight row w: each dot product in two 8-lane FMA
+/// accumulators, then the tail and the fixed reduction. One weight row at a time is one stream of
+/// memory (measured fastest once the weights come from DRAM); the next row is prefetched ahead.
+/// Every dot product takes the same steps whatever BR is, so grouping changes no bit.
+template <int BR>
 __attribute__((target("avx2,fma"))) inline void tile_avx2(const float* w, int64_t K, const float* const* xs,
                                                           float* const* ys) {
-  __m256 acc[BR][NR][2];
-  for (int r = 0; r < BR; ++r)
-    for (int n = 0; n < NR; ++n) acc[r][n][0] = acc[r][n][1] = _mm256_setzero_ps();
+  __m256 acc[BR][2];
+  for (int r = 0; r < BR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   int64_t k = 0;
   for (; k + kLanes <= K; k += kLanes) {
-    __m256 x[BR][2];
+    _mm_prefetch(reinterpret_cast<const char*>(w + K + k + kPrefetchAhead), _MM_HINT_T0);
+    const __m256 w0 = _mm256_loadu_ps(w + k), w1 = _mm256_loadu_ps(w + k + 8);
 #pragma GCC unroll 4
-    for (int r = 0; r < BR; ++r) x[r][0] = _mm256_loadu_ps(xs[r] + k), x[r][1] = _mm256_loadu_ps(xs[r] + k + 8);
-#pragma GCC unroll 4
-    for (int n = 0; n < NR; ++n) {
-      _mm_prefetch(reinterpret_cast<const char*>(w + (n + NR) * K + k + kPrefetchAhead), _MM_HINT_T0);
-      const __m256 w0 = _mm256_loadu_ps(w + n * K + k), w1 = _mm256_loadu_ps(w + n * K + k + 8);
-#pragma GCC unroll 4
-      for (int r = 0; r < BR; ++r) {
-        acc[r][n][0] = _mm256_fmadd_ps(w0, x[r][0], acc[r][n][0]);
-        acc[r][n][1] = _mm256_fmadd_ps(w1, x[r][1], acc[r][n][1]);
-      }
+    for (int r = 0; r < BR; ++r) {
+      acc[r][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xs[r] + k), acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xs[r] + k + 8), acc[r][1]);
     }
   }
-  for (int r = 0; r < BR; ++r)
-    for (int n = 0; n < NR; ++n) {
-      if (k == K) {  // reduce_lanes' order in registers: 8+8, 4+4, 2+2, 1+1
-        const __m256 v = _mm256_add_ps(acc[r][n][0], acc[r][n][1]);
-        __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-        ys[r][n] = _mm_cvtss_f32(h);
-        continue;
-      }
-      alignas(32) float a[kLanes];
-      _mm256_store_ps(a, acc[r][n][0]);
-      _mm256_store_ps(a + 8, acc[r][n][1]);
-      for (int64_t j = 0; k + j < K; ++j) a[j] = std::fma(w[n * K + k + j], xs[r][k + j], a[j]);
-      ys[r][n] = reduce_lanes(a);
+  for (int r = 0; r < BR; ++r) {
+    if (k == K) {  // reduce_lanes' order in registers: 8+8, 4+4, 2+2, 1+1
+      const __m256 v = _mm256_add_ps(acc[r][0], acc[r][1]);
+      __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+      h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+      h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+      *ys[r] = _mm_cvtss_f32(h);
+      continue;
     }
+    alignas(32) float a[kLanes];
+    _mm256_store_ps(a, acc[r][0]);
+    _mm256_store_ps(a + 8, acc[r][1]);
+    for (int64_t j = 0; k + j < K; ++j) a[j] = std::fma(w[k + j], xs[r][k + j], a[j]);
+    *ys[r] = reduce_lanes(a);
+  }
 }
 
-/// The rows n0..n1 of y for BR input rows, four weight rows at a time while BR·4 accumulator
-/// pairs fit the 16 registers, else fewer.
+/// The rows n0..n1 of y for BR input rows.
 template <int BR>
 __attribute__((target("avx2,fma"))) void group_avx2(const float* x, int64_t K, const float* W, int64_t ldy, float* y,
                                                     int64_t n0, int64_t n1) {
-  constexpr int NR = BR == 1 ? 4 : BR == 2 ? 2 : 1;
   const float* xs[BR];
   float* ys[BR];
-  int64_t n = n0;
-  for (; n + NR <= n1; n += NR) {
-    for (int r = 0; r < BR; ++r) xs[r] = x + r * K, ys[r] = y + r * ldy + n;
-    tile_avx2<NR, BR>(W + n * K, K, xs, ys);
-  }
-  for (; n < n1; ++n) {
-    for (int r = 0; r < BR; ++r) xs[r] = x + r * K, ys[r] = y + r * ldy + n;
-    tile_avx2<1, BR>(W + n * K, K, xs, ys);
+  for (int r = 0; r < BR; ++r) xs[r] = x + r * K;
+  for (int64_t n = n0; n < n1; ++n) {
+    for (int r = 0; r < BR; ++r) ys[r] = y + r * ldy + n;
+    tile_avx2<BR>(W + n * K, K, xs, ys);
   }
 }
 

@@ -14,7 +14,7 @@ namespace fbt {
 /// property continuous batching needs (a served sequence's output must not depend on its batch),
 /// which BLAS does not give (OpenBLAS's sgemm picks other kernels as B grows; sgemv rounds unlike
 /// sgemm). Input rows are taken four at a time for each weight row read, so the weights are
-/// streamed from memory once per four rows; at batch 1 four weight rows share each read of x.
+/// streamed from memory once per four rows, one weight row at a time.
 /// Output rows n are split across libtorch's intra-op threads. The AVX2+FMA kernel (the 16
 /// partial sums in two registers, each step a fused multiply-add) is chosen once at run time
 /// where the CPU has it, else portable code that multiplies, then adds; the two round differently,
