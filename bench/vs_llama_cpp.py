@@ -5,8 +5,9 @@ For each repetition and shape (`small`, `llama-134m`), runs `fbt bench` and `lla
 alternating between repetitions, one thread pinned to one core by default) on random weights of
 the same shape: decode of 128 tokens after a 64-token context at batch 1, and a 64-token prefill,
 in f32, and fbt's int8 decode against llama.cpp's Q8_0. Prints medians and fbt / llama.cpp ratios
-(a markdown table) and the memory bandwidth `fbt bench --tests memory` measured; writes the table
-and the raw numbers to --results-dir.
+(a markdown table) and the read bandwidth `fbt bench --tests memory` measured in each repetition;
+writes the table and the raw numbers to --results-dir. Peak RSS is the whole process's (fbt's
+includes the libtorch runtime, ~180 MB resident).
 
 llama.cpp is not part of fbt: build it yourself (any checkout; the results name its commit) with
   cmake -S $LLAMA_CPP_DIR -B $LLAMA_CPP_DIR/build -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \\
@@ -15,7 +16,7 @@ llama.cpp is not part of fbt: build it yourself (any checkout; the results name 
 The GGUFs come from bench/llama_gguf.py with llama.cpp's own gguf-py.
 
 Usage: bench/vs_llama_cpp.py --llama-cpp DIR [--fbt build/fbt] [--threads 1] [--reps 3]
-       [--shapes small,llama-134m] [--results-dir bench/results] [--label TEXT]
+       [--shapes small,llama-134m] [--results-dir bench/results] [--label TEXT] [--llama-commit SHA]
 """
 import argparse
 import datetime
@@ -85,6 +86,8 @@ def main():
     ap.add_argument("--shapes", default="small,llama-134m")
     ap.add_argument("--results-dir", default="")
     ap.add_argument("--label", default="", help="hardware label of the result files (default: fbt bench's)")
+    ap.add_argument("--llama-commit", default="",
+                    help="llama.cpp commit to name in the results when llama-bench reports none (a checkout without .git)")
     a = ap.parse_args()
     a.llama_bench = os.path.join(a.llama_cpp, "build", "bin", "llama-bench")
     for path, what in ((a.llama_bench, "llama-bench (build it: see --help)"), (a.fbt, "fbt (scripts/build.sh)")):
@@ -99,10 +102,12 @@ def main():
             ggufs[shape, kind] = os.path.join(work, f"{shape}-{kind}.gguf")
             run([sys.executable, os.path.join(HERE, "llama_gguf.py"), shape, kind, ggufs[shape, kind]], env=env)
 
-    bw = json.loads(run(pinned([a.fbt, "bench", "--tests", "memory", "--threads", str(a.threads), "--reps", "3",
-                                "--format", "json"], a.threads)))
-    read_bw = bw["read_bandwidth"]
+    def bandwidth():
+        return json.loads(run(pinned([a.fbt, "bench", "--tests", "memory", "--threads", str(a.threads), "--reps", "3",
+                                      "--format", "json"], a.threads)))
+
     samples = {}  # (shape, what) -> list of values
+    hardware = "?"
     commit = "?"
     fbt_sha = "?"
 
@@ -110,6 +115,9 @@ def main():
         samples.setdefault((shape, what), []).append(value)
 
     for rep in range(a.reps):
+        bw = bandwidth()  # in every repetition: a shared machine's bandwidth drifts too
+        hardware = bw["hardware"]
+        add("machine", "read bandwidth", bw["read_bandwidth"])
         for shape in shapes:
             def fbt_side():
                 nonlocal fbt_sha
@@ -140,12 +148,15 @@ def main():
                 side()
             print(f"rep {rep + 1}/{a.reps} {shape} done", file=sys.stderr)
 
+    if commit in ("?", "unknown") and a.llama_commit:
+        commit = a.llama_commit
     med = {k: statistics.median(v) for k, v in samples.items()}
+    read_bw = med["machine", "read bandwidth"]
     lines = [f"# fbt vs llama.cpp, {a.threads} thread(s), {datetime.date.today().isoformat()}", "",
              f"fbt {fbt_sha}, llama.cpp {commit} (llama-bench), random weights, batch 1; decode: {NEW_TOKENS} tokens "
              f"after {CONTEXT} of context; prefill: {PROMPT} tokens. Medians of {a.reps} alternating repetitions, "
-             f"each the median (fbt) or mean (llama-bench) of 3 timed runs. Read bandwidth measured by "
-             f"`fbt bench --tests memory`: {read_bw / 1e9:.1f} GB/s on {a.threads} thread(s).", "",
+             f"each the median (fbt) or mean (llama-bench) of 3 timed runs. Read bandwidth (`fbt bench --tests "
+             f"memory`, once per repetition, median): {read_bw / 1e9:.1f} GB/s on {a.threads} thread(s).", "",
              "| shape | what | fbt | llama.cpp | fbt / llama.cpp |", "|---|---|---|---|---|"]
     for shape in shapes:
         def row(what, f, l, unit="tok/s"):
@@ -165,7 +176,7 @@ def main():
     text = "\n".join(lines) + "\n"
     print(text)
     if a.results_dir:
-        label = a.label or bw["hardware"]
+        label = a.label or hardware
         stem = os.path.join(a.results_dir, f"vs_llama_cpp_{label}_{datetime.date.today().isoformat()}")
         with open(stem + ".md", "w") as f:
             f.write(text)
