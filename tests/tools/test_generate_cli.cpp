@@ -7,6 +7,7 @@
 
 #include "cli_test_helpers.h"
 #include "fbt/eval/loss.h"
+#include "fbt/infer/cpu_decoder.h"
 #include "fbt/infer/generate.h"
 
 namespace fbt {
@@ -36,7 +37,8 @@ struct GenerateCli : ::testing::Test {
   CliRun fbt_cli(const std::string& args) const { return testing::run_cli(dir, args); }
 
   /// Greedy continuation of `text` computed in process: the CLI's prompt is [EOS] + encode(text).
-  std::string greedy_text(const std::string& text, DecodeMode mode, int64_t max_new_tokens) {
+  std::string greedy_text(const std::string& text, DecodeMode mode, int64_t max_new_tokens,
+                          std::shared_ptr<CpuDecoder> decoder = nullptr) {
     std::vector<int64_t> prompt{tokenizer.eos_id()};
     for (int64_t id : tokenizer.encode(text)) prompt.push_back(id);
     GenerationOptions o;
@@ -44,6 +46,7 @@ struct GenerateCli : ::testing::Test {
     o.max_new_tokens = max_new_tokens;
     o.eos_id = tokenizer.eos_id();
     o.pad_id = tokenizer.pad_id();
+    o.cpu_decoder = decoder;
     return tokenizer.decode(generate(model, {prompt}, o)[0]);
   }
 };
@@ -53,6 +56,19 @@ TEST_F(GenerateCli, GreedyOutputMatchesInProcessGeneration) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out, greedy_text("hello", DecodeMode::Standard, 8) + "\n");
   EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
+}
+
+// --weights int8: the CLI decodes with Q8_0 weights, as generate() with an int8 CpuDecoder does;
+// another value is refused naming the flag.
+TEST_F(GenerateCli, Int8WeightsMatchInProcessInt8Generation) {
+  const auto r = fbt_cli("generate --checkpoint " + run.string() +
+                         " --prompt hello --max-new-tokens 8 --temperature 0 --mode soft --weights int8");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto int8 = std::make_shared<CpuDecoder>(model, CpuDecoderOptions{false, DecodeWeights::Int8});
+  EXPECT_EQ(r.out, greedy_text("hello", DecodeMode::Soft, 8, int8) + "\n");
+  const auto bad = fbt_cli("generate --checkpoint " + run.string() + " --prompt hello --weights int4");
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_NE(bad.err.find("--weights"), std::string::npos) << bad.err;
 }
 
 TEST_F(GenerateCli, AllModesPrintsOneSectionPerMode) {
