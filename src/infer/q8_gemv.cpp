@@ -93,53 +93,43 @@ __attribute__((target("avx2,fma"))) inline __m256 block_dot_f32(const int8_t* wq
   return _mm256_fmadd_ps(widen8(wq + 24), _mm256_loadu_ps(x + 24), s);
 }
 
-/// y[r][n'] for the BR input rows b0.. and the NR weight rows n..: one 8-lane accumulator per dot
-/// product, blocks in order, so grouping changes no bit.
-template <int NR, int BR, Q8Activations ACT>
+/// y[b0 + r, n] for the BR input rows b0.. and weight row n: one 8-lane accumulator per dot
+/// product, blocks in order, so grouping changes no bit. One weight row at a time is one stream of
+/// memory (measured fastest once the weights come from DRAM).
+template <int BR, Q8Activations ACT>
 __attribute__((target("avx2,fma,f16c"))) inline void tile_avx2(const Q8Matrix& W, int64_t n, const Inputs& in,
                                                                int64_t b0, float* y) {
-  const int64_t K = in.K, nb = K / kBlock, N = W.rows;
-  __m256 acc[BR][NR];
-  for (int r = 0; r < BR; ++r)
-    for (int j = 0; j < NR; ++j) acc[r][j] = _mm256_setzero_ps();
+  const int64_t K = in.K, nb = K / kBlock;
+  __m256 acc[BR];
+  for (int r = 0; r < BR; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t ib = 0; ib < nb; ++ib) {
+    const BlockQ8& w = W.blocks[n * nb + ib];
+    const float dw = _cvtsh_ss(w.d.x);
+    if constexpr (ACT == Q8Activations::Int8) {
+      const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.q));
 #pragma GCC unroll 4
-    for (int j = 0; j < NR; ++j) {
-      const BlockQ8& w = W.blocks[(n + j) * nb + ib];
-      const int8_t* wq = w.q;
-      const float dw = _cvtsh_ss(w.d.x);
-      if constexpr (ACT == Q8Activations::Int8) {
-        const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq));
-#pragma GCC unroll 4
-        for (int r = 0; r < BR; ++r) {
-          const int64_t b = b0 + r;
-          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in.xq + b * K + ib * kBlock));
-          acc[r][j] = _mm256_fmadd_ps(block_dot_i8(wv, xv), _mm256_set1_ps(dw * in.dx[b * nb + ib]), acc[r][j]);
-        }
-      } else {
-#pragma GCC unroll 4
-        for (int r = 0; r < BR; ++r) {
-          const __m256 s = block_dot_f32(wq, in.x + (b0 + r) * K + ib * kBlock);
-          acc[r][j] = _mm256_fmadd_ps(s, _mm256_set1_ps(dw), acc[r][j]);
-        }
+      for (int r = 0; r < BR; ++r) {
+        const int64_t b = b0 + r;
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in.xq + b * K + ib * kBlock));
+        acc[r] = _mm256_fmadd_ps(block_dot_i8(wv, xv), _mm256_set1_ps(dw * in.dx[b * nb + ib]), acc[r]);
       }
+    } else {
+#pragma GCC unroll 4
+      for (int r = 0; r < BR; ++r)
+        acc[r] = _mm256_fmadd_ps(block_dot_f32(w.q, in.x + (b0 + r) * K + ib * kBlock), _mm256_set1_ps(dw), acc[r]);
     }
   }
-  for (int r = 0; r < BR; ++r)
-    for (int j = 0; j < NR; ++j) {
-      alignas(32) float a[8];
-      _mm256_store_ps(a, acc[r][j]);
-      y[(b0 + r) * N + n + j] = reduce8(a);
-    }
+  for (int r = 0; r < BR; ++r) {
+    alignas(32) float a[8];
+    _mm256_store_ps(a, acc[r]);
+    y[(b0 + r) * W.rows + n] = reduce8(a);
+  }
 }
 
 template <int BR, Q8Activations ACT>
 __attribute__((target("avx2,fma,f16c"))) void group_avx2(const Q8Matrix& W, const Inputs& in, int64_t b0, float* y,
                                                          int64_t n0, int64_t n1) {
-  constexpr int NR = BR == 1 ? 1 : 2;  // measured: one weight row at a time streams fastest at batch 1
-  int64_t n = n0;
-  for (; n + NR <= n1; n += NR) tile_avx2<NR, BR, ACT>(W, n, in, b0, y);
-  for (; n < n1; ++n) tile_avx2<1, BR, ACT>(W, n, in, b0, y);
+  for (int64_t n = n0; n < n1; ++n) tile_avx2<BR, ACT>(W, n, in, b0, y);
 }
 
 template <Q8Activations ACT>
@@ -170,9 +160,11 @@ Q8Matrix Q8Matrix::quantize(const float* W, int64_t N, int64_t K) {
 }
 
 void Q8Matrix::dequantize_row(int64_t n, float* out) const {
-  for (int64_t k = 0; k < cols; ++k) {
-    const BlockQ8& b = blocks[(n * cols + k) / kBlock];
-    out[k] = float(b.d) * float(b.q[k % kBlock]);
+  const int64_t nb = cols / kBlock;
+  for (int64_t ib = 0; ib < nb; ++ib) {
+    const BlockQ8& b = blocks[n * nb + ib];
+    const float d = float(b.d);
+    for (int64_t i = 0; i < kBlock; ++i) out[ib * kBlock + i] = d * float(b.q[i]);
   }
 }
 
