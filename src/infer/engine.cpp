@@ -30,19 +30,6 @@ std::string finish_reason_name(FinishReason reason) {
 
 namespace {
 
-/// One submitted sequence; owned by the queue, then by the scheduler's active list.
-struct Sequence {
-  uint64_t id = 0;
-  SequenceRequest request;
-  SequenceCallbacks callbacks;
-  at::Generator generator;
-  std::optional<PromptPrefill> prefill;  ///< created on admission; its cache is the decode cache
-  int64_t generated = 0;                 ///< tokens reported so far
-  int64_t next_token = -1;               ///< the sampled token the next decode step feeds (-1: prefilling)
-  bool admitted = false;                 ///< in the batch (counted in EngineStats::active)
-  bool finished = false;
-};
-
 /// Checks every field of `r` against `config`; throws fbt::Error naming the field.
 void check_request(const SequenceRequest& r, const ModelConfig& config) {
   const int64_t n = r.prompt.size();
@@ -63,6 +50,19 @@ void check_request(const SequenceRequest& r, const ModelConfig& config) {
 }  // namespace
 
 struct Engine::State {
+  /// One submitted sequence; owned by the queue, then by the scheduler's active list. (Nested:
+  /// a field of an anonymous-namespace type draws -Wsubobject-linkage in a unity build.)
+  struct Sequence {
+    uint64_t id = 0;
+    SequenceRequest request;
+    SequenceCallbacks callbacks;
+    at::Generator generator;
+    std::optional<PromptPrefill> prefill;  ///< created on admission; its cache is the decode cache
+    int64_t generated = 0;                 ///< tokens reported so far
+    int64_t next_token = -1;               ///< the sampled token the next decode step feeds (-1: prefilling)
+    bool admitted = false;                 ///< in the batch (counted in EngineStats::active)
+    bool finished = false;
+  };
   FBT model = nullptr;
   EngineOptions options;
   std::optional<CpuDecoder> cpu;  ///< the batch-invariant packed step, where the model allows it
@@ -306,7 +306,7 @@ Engine::~Engine() {
 
 uint64_t Engine::submit(SequenceRequest request, SequenceCallbacks callbacks) {
   check_request(request, state_->model->config());
-  auto s = std::make_unique<Sequence>();
+  auto s = std::make_unique<State::Sequence>();
   s->generator = at::make_generator<at::CPUGeneratorImpl>(request.sampling.seed);
   s->request = std::move(request);
   s->callbacks = std::move(callbacks);

@@ -22,7 +22,7 @@ const std::map<uint32_t, std::string>& type_names() {
 }
 
 enum : uint32_t { kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ8_0 = 8, kBF16 = 30 };
-constexpr int64_t kBlock = 32;  // values per block of Q8_0, Q4_0, Q4_1
+constexpr int64_t kGgmlBlock = 32;  // values per block of Q8_0, Q4_0, Q4_1
 
 float half_at(const uint8_t* p) {
   uint16_t bits;
@@ -49,9 +49,9 @@ std::optional<GgmlBlockLayout> ggml_block_layout(uint32_t type) {
     case kF32: return GgmlBlockLayout{1, 4};
     case kF16: return GgmlBlockLayout{1, 2};
     case kBF16: return GgmlBlockLayout{1, 2};
-    case kQ8_0: return GgmlBlockLayout{kBlock, 2 + kBlock};
-    case kQ4_0: return GgmlBlockLayout{kBlock, 2 + kBlock / 2};
-    case kQ4_1: return GgmlBlockLayout{kBlock, 4 + kBlock / 2};
+    case kQ8_0: return GgmlBlockLayout{kGgmlBlock, 2 + kGgmlBlock};
+    case kQ4_0: return GgmlBlockLayout{kGgmlBlock, 2 + kGgmlBlock / 2};
+    case kQ4_1: return GgmlBlockLayout{kGgmlBlock, 4 + kGgmlBlock / 2};
     default: return std::nullopt;
   }
 }
@@ -64,11 +64,11 @@ torch::Tensor dequantize_ggml(uint32_t type, const uint8_t* data, int64_t n) {
   if (!layout) throw Error("internal: dequantize_ggml called for unsupported type " + ggml_type_name(type));
   auto out = torch::empty({n}, torch::kFloat);
   float* x = out.data_ptr<float>();
-  for (int64_t b = 0; b < n / kBlock; ++b, x += kBlock) {
+  for (int64_t b = 0; b < n / kGgmlBlock; ++b, x += kGgmlBlock) {
     const uint8_t* block = data + b * layout->bytes;
     const float d = half_at(block);
     if (type == kQ8_0) {
-      for (int64_t i = 0; i < kBlock; ++i) x[i] = d * static_cast<float>(static_cast<int8_t>(block[2 + i]));
+      for (int64_t i = 0; i < kGgmlBlock; ++i) x[i] = d * static_cast<float>(static_cast<int8_t>(block[2 + i]));
       continue;
     }
     // Q4_0 centres the nibbles at 8 (an integer shift, rounded once as ggml does); Q4_1 stores
@@ -77,9 +77,9 @@ torch::Tensor dequantize_ggml(uint32_t type, const uint8_t* data, int64_t n) {
     const float m = q4_1 ? half_at(block + 2) : 0.0f;
     const int shift = q4_1 ? 0 : 8;
     const uint8_t* q = block + (q4_1 ? 4 : 2);
-    for (int64_t j = 0; j < kBlock / 2; ++j) {
+    for (int64_t j = 0; j < kGgmlBlock / 2; ++j) {
       x[j] = static_cast<float>((q[j] & 0x0F) - shift) * d + m;
-      x[j + kBlock / 2] = static_cast<float>((q[j] >> 4) - shift) * d + m;
+      x[j + kGgmlBlock / 2] = static_cast<float>((q[j] >> 4) - shift) * d + m;
     }
   }
   return out;

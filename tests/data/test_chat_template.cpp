@@ -18,19 +18,19 @@ namespace {
 namespace fs = std::filesystem;
 using testing::expect_error;
 
-const fs::path kDir = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "chat_templates";
+const fs::path kChatTemplateDir = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "chat_templates";
 
-std::unique_ptr<HfBpeTokenizer> fixture(const std::string& name) {
-  return HfBpeTokenizer::from_file((kDir / name / "tokenizer.json").string());
+std::unique_ptr<HfBpeTokenizer> template_fixture(const std::string& name) {
+  return HfBpeTokenizer::from_file((kChatTemplateDir / name / "tokenizer.json").string());
 }
 
 TEST(ChatTemplate, TextAndIdsEqualTransformers) {
-  const auto expected = nlohmann::json::parse(testing::slurp(kDir / "expected.json"));
+  const auto expected = nlohmann::json::parse(testing::slurp(kChatTemplateDir / "expected.json"));
   int cases = 0;
   for (const auto& c : expected.at("cases")) {
     const std::string name = c.at("fixture");
     SCOPED_TRACE(name + ": " + c.at("messages").dump());
-    const auto tok = fixture(name);
+    const auto tok = template_fixture(name);
     const auto tmpl = ChatTemplate::for_tokenizer(*tok, "auto", name);
     const auto r = tmpl.render(chat_messages_from_json(c.at("messages"), "case"), c.at("add_generation_prompt"));
     EXPECT_EQ(r.text, c.at("text").get<std::string>());
@@ -43,13 +43,13 @@ TEST(ChatTemplate, TextAndIdsEqualTransformers) {
 }
 
 TEST(ChatTemplate, DetectsFormatsAndDefaultSystem) {
-  EXPECT_EQ(ChatTemplate::for_tokenizer(*fixture("smollm2"), "auto", "t").name(), "chatml");
-  EXPECT_EQ(ChatTemplate::for_tokenizer(*fixture("smollm2"), "auto", "t").default_system(),
+  EXPECT_EQ(ChatTemplate::for_tokenizer(*template_fixture("smollm2"), "auto", "t").name(), "chatml");
+  EXPECT_EQ(ChatTemplate::for_tokenizer(*template_fixture("smollm2"), "auto", "t").default_system(),
             "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
-  EXPECT_EQ(ChatTemplate::for_tokenizer(*fixture("qwen_like"), "auto", "t").default_system(),
+  EXPECT_EQ(ChatTemplate::for_tokenizer(*template_fixture("qwen_like"), "auto", "t").default_system(),
             "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.");
-  EXPECT_EQ(ChatTemplate::for_tokenizer(*fixture("chatml"), "auto", "t").default_system(), "");
-  const auto llama = fixture("llama3");
+  EXPECT_EQ(ChatTemplate::for_tokenizer(*template_fixture("chatml"), "auto", "t").default_system(), "");
+  const auto llama = template_fixture("llama3");
   const auto t = ChatTemplate::for_tokenizer(*llama, "auto", "t");
   EXPECT_EQ(t.name(), "llama3");
   EXPECT_EQ(t.end_of_turn_id(), llama->token_id("<|eot_id|>"));
@@ -62,7 +62,7 @@ TEST(ChatTemplate, MaskScoresAssistantContentAndEndOfTurn) {
                                       {"user", "And 2+2?"}, {"assistant", "4, of course."}};
   for (const std::string name : {"smollm2", "llama3"}) {
     SCOPED_TRACE(name);
-    const auto tok = fixture(name);
+    const auto tok = template_fixture(name);
     const auto t = ChatTemplate::for_tokenizer(*tok, "auto", name);
     const auto r = t.render(chat, false);
     ASSERT_EQ(r.scored.size(), r.ids.size());

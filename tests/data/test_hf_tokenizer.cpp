@@ -17,19 +17,19 @@ namespace {
 namespace fs = std::filesystem;
 using testing::expect_error;
 
-const fs::path kDir = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "hf_tokenizers";
+const fs::path kHfTokenizerDir = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "hf_tokenizers";
 
 const nlohmann::json& expected() {
-  static const auto j = nlohmann::json::parse(testing::slurp(kDir / "expected_ids.json"));
+  static const auto j = nlohmann::json::parse(testing::slurp(kHfTokenizerDir / "expected_ids.json"));
   return j;
 }
 
-std::unique_ptr<HfBpeTokenizer> fixture(const std::string& name) {
-  return HfBpeTokenizer::from_file((kDir / name / "tokenizer.json").string());
+std::unique_ptr<HfBpeTokenizer> hf_fixture(const std::string& name) {
+  return HfBpeTokenizer::from_file((kHfTokenizerDir / name / "tokenizer.json").string());
 }
 
 nlohmann::json fixture_json(const std::string& name) {
-  return nlohmann::json::parse(testing::slurp(kDir / name / "tokenizer.json"));
+  return nlohmann::json::parse(testing::slurp(kHfTokenizerDir / name / "tokenizer.json"));
 }
 
 // document_prefix() + encode(text) is HF's encode(text).ids (BOS included where HF adds it), and
@@ -38,7 +38,7 @@ TEST(HfTokenizer, IdsAndTextEqualHfTokenizers) {
   int round_trips = 0;
   for (const auto& [name, cases] : expected().at("fixtures").items()) {
     SCOPED_TRACE(name);
-    const auto tok = fixture(name);
+    const auto tok = hf_fixture(name);
     for (const auto& c : cases) {
       const auto text = c.at("text").get<std::string>();
       SCOPED_TRACE(c.at("text").dump());
@@ -64,7 +64,7 @@ TEST(HfTokenizer, PreTokensEqualHfTokenizers) {
 }
 
 TEST(HfTokenizer, SpecialIdsAndDocumentPrefix) {
-  const auto llama = fixture("llama3"), qwen = fixture("qwen2"), gpt2 = fixture("gpt2");
+  const auto llama = hf_fixture("llama3"), qwen = hf_fixture("qwen2"), gpt2 = hf_fixture("gpt2");
   EXPECT_EQ(llama->bos_id(), llama->token_id("<|begin_of_text|>"));
   EXPECT_EQ(llama->document_prefix(), std::vector<int64_t>{llama->bos_id()});  // its TemplateProcessing
   EXPECT_EQ(llama->pad_id(), llama->eos_id());  // no pad token: padding uses EOS
@@ -83,7 +83,7 @@ TEST(HfTokenizer, SpecialIdsAndDocumentPrefix) {
 // Invalid UTF-8 is repaired as Rust's from_utf8_lossy does (one U+FFFD per maximal malformed
 // subsequence) before encoding; decode repairs the bytes of partial characters the same way.
 TEST(HfTokenizer, InvalidUtf8BecomesReplacementCharacters) {
-  const auto tok = fixture("gpt2");
+  const auto tok = hf_fixture("gpt2");
   EXPECT_EQ(tok->encode("a\xFF" "b\xE2\x82"), tok->encode("a\xEF\xBF\xBD" "b\xEF\xBF\xBD"));
   EXPECT_EQ(utf8_lossy("\xF0\x9F\x98"), "\xEF\xBF\xBD");  // a truncated 4-byte sequence: one U+FFFD
   EXPECT_EQ(utf8_lossy("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate: three
@@ -95,7 +95,7 @@ TEST(HfTokenizer, InvalidUtf8BecomesReplacementCharacters) {
 
 // A model's embedding may have more rows than the tokenizer has tokens: those ids decode to "".
 TEST(HfTokenizer, PaddedVocabAndIdRange) {
-  const auto text = testing::slurp(kDir / "qwen2" / "tokenizer.json");
+  const auto text = testing::slurp(kHfTokenizerDir / "qwen2" / "tokenizer.json");
   const auto tok = HfBpeTokenizer::from_text(text, "qwen2", 400, {-1, 2, -1, false});
   EXPECT_EQ(tok->vocab_size(), 400);
   EXPECT_EQ(tok->decode({399, 360}), "");
@@ -144,7 +144,7 @@ TEST(HfTokenizer, UnsupportedPipelinesAreNamed) {
 TEST(HfTokenizer, TokenizerDirectoryRoundTrips) {
   testing::TempDir tmp;
   const auto dir = (tmp.path / "tokenizer").string();
-  const auto config = nlohmann::json::parse(testing::slurp(kDir / "llama3" / "tokenizer_config.json"));
+  const auto config = nlohmann::json::parse(testing::slurp(kHfTokenizerDir / "llama3" / "tokenizer_config.json"));
   const auto meta = write_hf_tokenizer_dir(dir, fixture_json("llama3"), config, 384);
   EXPECT_EQ(meta.at("type"), "hf_bpe");
   EXPECT_EQ(meta.at("vocab_size"), 384);
@@ -153,7 +153,7 @@ TEST(HfTokenizer, TokenizerDirectoryRoundTrips) {
   EXPECT_EQ(tok->meta(), meta);
   EXPECT_EQ(testing::slurp(fs::path(dir) / "chat_template.jinja"), config.at("chat_template").get<std::string>());
   const std::string text = "DON'T stop: 12345 😀";
-  EXPECT_EQ(tok->encode(text), fixture("llama3")->encode(text));
+  EXPECT_EQ(tok->encode(text), hf_fixture("llama3")->encode(text));
   testing::write_file(fs::path(dir) / "tokenizer.json", testing::slurp(fs::path(dir) / "tokenizer.json") + " ");
   expect_error([&] { Tokenizer::load(dir); }, {"tokenizer.json", "sha256", "tokenizer.model_sha256"});
 }

@@ -10,6 +10,7 @@
 
 #include "fbt/data/shards.h"
 #include "fbt/util/error.h"
+#include "cli_test_helpers.h"
 #include "temp_dir.h"
 #include "fbt/data/prepare.h"
 #include "fbt/data/tokenizer.h"
@@ -27,12 +28,7 @@ void write(const fs::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
+using testing::slurp;
 
 struct CliRun {
   int rc;

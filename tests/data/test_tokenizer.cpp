@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "fbt/util/error.h"
+#include "cli_test_helpers.h"
 #include "temp_dir.h"
 #include "fbt/data/tokenizer.h"
 #include "fbt/util/hash.h"
@@ -19,12 +20,7 @@ namespace fbt {
 namespace {
 namespace fs = std::filesystem;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
+using testing::slurp;
 
 using testing::TempDir;
 

@@ -11,7 +11,7 @@ namespace {
 using testing::make_test_model;
 using testing::max_abs_diff;
 
-constexpr double kTol = 2e-4;  // fp32: BLAS and libtorch round the products differently
+constexpr double kCpuDecoderTol = 2e-4;  // fp32: BLAS and libtorch round the products differently
 
 std::vector<ModelConfig> configs() {
   auto windowed = ModelConfig::preset("debug");
@@ -97,8 +97,8 @@ TEST(CpuDecoder, PerSequenceCachesStepLikeDecodeStepAndTheSameAlone) {
       auto logits = decoder.step(torch::tensor(next), modes, rows);  // [3,V]
       for (int64_t b = 0; b < 3; ++b) {
         auto expected = decode_step(reference, torch::tensor({next[b]}), modes[b], generic[b]);
-        ASSERT_LT(max_abs_diff(logits[b], expected[0]), kTol) << where << " row " << b;
-        ASSERT_LT(max_abs_diff(caches[b].h_prev, generic[b].h_prev), kTol) << where << " row " << b;
+        ASSERT_LT(max_abs_diff(logits[b], expected[0]), kCpuDecoderTol) << where << " row " << b;
+        ASSERT_LT(max_abs_diff(caches[b].h_prev, generic[b].h_prev), kCpuDecoderTol) << where << " row " << b;
         ASSERT_EQ(caches[b].length, generic[b].length) << where;
         auto single = decoder.step(torch::tensor({next[b]}), {modes[b]}, {&alone[b]});
         ASSERT_TRUE(torch::equal(single[0], logits[b])) << where << " row " << b;
@@ -134,13 +134,13 @@ TEST(CpuDecoder, StepEqualsTheGenericDecodeStep) {
         auto got = decoder.step(next, mode, fast);
         const std::string where = mode_label(mode, 0) + " d_model " + std::to_string(config.d_model) +
                                   " layers " + std::to_string(config.n_layers) + " step " + std::to_string(s);
-        ASSERT_LT(max_abs_diff(got, expected), kTol) << where;
-        ASSERT_LT(max_abs_diff(fast.h_prev, generic.h_prev), kTol) << where;
+        ASSERT_LT(max_abs_diff(got, expected), kCpuDecoderTol) << where;
+        ASSERT_LT(max_abs_diff(fast.h_prev, generic.h_prev), kCpuDecoderTol) << where;
         ASSERT_TRUE(torch::equal(fast.next_pos, generic.next_pos)) << where;
         ASSERT_EQ(fast.length, generic.length) << where;
         for (int64_t l = 0; l < config.n_layers; ++l) {
-          ASSERT_LT(max_abs_diff(fast.k[l], generic.k[l]), kTol) << where << " layer " << l;
-          ASSERT_LT(max_abs_diff(fast.v[l], generic.v[l]), kTol) << where << " layer " << l;
+          ASSERT_LT(max_abs_diff(fast.k[l], generic.k[l]), kCpuDecoderTol) << where << " layer " << l;
+          ASSERT_LT(max_abs_diff(fast.v[l], generic.v[l]), kCpuDecoderTol) << where << " layer " << l;
         }
         next = expected.argmax(-1);
       }
@@ -171,8 +171,8 @@ TEST(CpuDecoder, Int8WeightsStepLikeTheirDequantisedModel) {
       const std::string where = enum_to_string(config.block) + " step " + std::to_string(s);
       auto expected = decode_step(dequantised, next, DecodeMode::Soft, reference);
       auto got = exact.step(next, DecodeMode::Soft, f32_in);
-      ASSERT_LT(max_abs_diff(got, expected), kTol) << where;
-      ASSERT_LT(max_abs_diff(f32_in.h_prev, reference.h_prev), kTol) << where;
+      ASSERT_LT(max_abs_diff(got, expected), kCpuDecoderTol) << where;
+      ASSERT_LT(max_abs_diff(f32_in.h_prev, reference.h_prev), kCpuDecoderTol) << where;
       auto rough = approx.step(next, DecodeMode::Soft, int8_in);
       ASSERT_LT(max_abs_diff(rough, expected), 0.05 * expected.abs().max().item<double>()) << where;
       ASSERT_GT(max_abs_diff(rough, expected), 0.0) << where << ": int8 activations must round";

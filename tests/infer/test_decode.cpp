@@ -12,7 +12,7 @@ using testing::make_test_model;
 using testing::max_abs_diff;
 using testing::test_device;
 
-constexpr double kTol = 2e-4;  // fp32: different matmul shapes round differently
+constexpr double kDecodeTol = 2e-4;  // fp32: different matmul shapes round differently
 
 ModelConfig windowed_config() {
   auto c = ModelConfig::preset("debug");
@@ -62,7 +62,7 @@ TEST(Decode, StandardCachedDecodingMatchesFullForward) {
       for (int64_t b = 0; b < B; ++b) {
         const int64_t t = prompt_len[b] - 1 + s;  // position whose next-token logits we hold
         auto full = model->forward(seqs[b].narrow(0, 0, t + 1).unsqueeze(0));  // [1,t+1,V]
-        EXPECT_LT(max_abs_diff(logits[b], full[0][t]), kTol) << "row " << b << " step " << s;
+        EXPECT_LT(max_abs_diff(logits[b], full[0][t]), kDecodeTol) << "row " << b << " step " << s;
       }
       if (s == steps) break;
       std::vector<torch::Tensor> next;
@@ -85,11 +85,11 @@ TEST(Decode, KPassEqualsSequentialRecurrenceWhereExact) {
     o.keep_logits = true;
     o.passes = T;
     auto all = forward_passes(model, tokens, {}, o).logits.back();
-    EXPECT_LT(max_abs_diff(all, sequential), kTol);
+    EXPECT_LT(max_abs_diff(all, sequential), kDecodeTol);
 
     o.passes = 3;
     auto partial = forward_passes(model, tokens, {}, o).logits.back();
-    EXPECT_LT(max_abs_diff(partial.narrow(1, 0, 3), sequential.narrow(1, 0, 3)), kTol);
+    EXPECT_LT(max_abs_diff(partial.narrow(1, 0, 3), sequential.narrow(1, 0, 3)), kDecodeTol);
     EXPECT_GT(max_abs_diff(partial.narrow(1, 3, T - 3), sequential.narrow(1, 3, T - 3)), 1e-3);
   }
 }
@@ -112,7 +112,7 @@ TEST(Decode, SoftDecodingEqualsKPassWithPlainPrefix) {
     o.keep_logits = true;
     auto passes = forward_passes(model, seqs, {}, o).logits.back();  // [B,T,V]
     for (int64_t t = P - 1; t < T; ++t)
-      EXPECT_LT(max_abs_diff(soft[t - P + 1], passes.select(1, t)), kTol) << "position " << t;
+      EXPECT_LT(max_abs_diff(soft[t - P + 1], passes.select(1, t)), kDecodeTol) << "position " << t;
     // And soft differs from standard decoding (the feedback is really used).
     auto standard = model->forward(seqs);
     EXPECT_GT(max_abs_diff(soft.back(), standard.select(1, T - 1)), 1e-3);
@@ -142,8 +142,8 @@ TEST(Decode, FusedPrefillEqualsPassKPlusOne) {
         o.passes = k + 1;
         o.keep_logits = o.keep_states = true;
         auto out = forward_passes(model, seqs[b].narrow(0, 0, lens[b]).unsqueeze(0), {}, o);
-        EXPECT_LT(max_abs_diff(cache.h_prev[b], out.states.back()[0][lens[b] - 1]), kTol) << "k=" << k;
-        EXPECT_LT(max_abs_diff(logits[b], out.logits.back()[0][lens[b] - 1]), kTol) << "k=" << k;
+        EXPECT_LT(max_abs_diff(cache.h_prev[b], out.states.back()[0][lens[b] - 1]), kDecodeTol) << "k=" << k;
+        EXPECT_LT(max_abs_diff(logits[b], out.logits.back()[0][lens[b] - 1]), kDecodeTol) << "k=" << k;
         // The cache was rebuilt from the last pass, not the plain one: differs from pass 1.
         EXPECT_GT(max_abs_diff(logits[b], out.logits.front()[0][lens[b] - 1]), 1e-3);
       }

@@ -114,7 +114,7 @@ std::vector<SequenceRequest> requests(const ModelConfig& config, DecodeMode mode
   return out;
 }
 
-ModelConfig llama_config() {  // decoded by the generic step, one sequence at a time
+ModelConfig engine_llama_config() {  // decoded by the generic step, one sequence at a time
   auto c = ModelConfig::preset("debug");
   c.block = BlockKind::Llama;
   c.tie_embeddings = false;
@@ -125,7 +125,7 @@ ModelConfig llama_config() {  // decoded by the generic step, one sequence at a 
 // while the first half decodes. Tokens, log-probabilities and finish reasons are identical bit for
 // bit, in every mode, on the packed CPU step (batch_invariant_linear) and on the generic step.
 TEST(Engine, ASequenceDecodesTheSameAloneAndAmongFifteenOthers) {
-  for (const auto& config : {ModelConfig::preset("debug"), llama_config()}) {
+  for (const auto& config : {ModelConfig::preset("debug"), engine_llama_config()}) {
     auto model = make_test_model(config);
     for (auto [mode, k] : {std::pair{DecodeMode::Standard, 1}, std::pair{DecodeMode::Soft, 1},
                            std::pair{DecodeMode::Fused, 2}}) {

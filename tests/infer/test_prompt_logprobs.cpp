@@ -17,7 +17,7 @@ namespace {
 using testing::expect_error;
 using testing::make_test_model;
 
-constexpr double kTol = 2e-4;  // fp32: different matmul shapes round differently
+constexpr double kLogprobsTol = 2e-4;  // fp32: different matmul shapes round differently
 
 std::vector<int64_t> random_prompt(int64_t T, int64_t V, uint64_t seed) {
   torch::manual_seed(seed);
@@ -58,7 +58,7 @@ TEST(PromptLogprobs, EqualsLogSoftmaxOfEachModesLogits) {
     ASSERT_EQ(lp.top.size(), prompt.size());
     EXPECT_TRUE(std::isnan(lp.logprob[0])) << mode_label(mode, k);
     for (size_t t = 1; t < prompt.size(); ++t) {
-      EXPECT_NEAR(lp.logprob[t], ref[t - 1][prompt[t]].item<double>(), kTol) << mode_label(mode, k) << " t=" << t;
+      EXPECT_NEAR(lp.logprob[t], ref[t - 1][prompt[t]].item<double>(), kLogprobsTol) << mode_label(mode, k) << " t=" << t;
       EXPECT_TRUE(lp.top[t].empty());
     }
   }
@@ -126,14 +126,14 @@ TEST(PromptLogprobs, SoftEqualsFusedWhereThePassesAreExact) {
     const auto fused = prompt_logprobs(model, prompt, DecodeMode::Fused, k, 0).logprob;
     double later = 0;
     for (size_t t = 1; t < prompt.size(); ++t) {
-      if (static_cast<int64_t>(t) <= k + 1) EXPECT_NEAR(fused[t], soft[t], kTol) << "k=" << k << " t=" << t;
+      if (static_cast<int64_t>(t) <= k + 1) EXPECT_NEAR(fused[t], soft[t], kLogprobsTol) << "k=" << k << " t=" << t;
       else later = std::max(later, std::abs(double(fused[t]) - soft[t]));
     }
     EXPECT_GT(later, 1e-4) << "k=" << k;
   }
   // With as many passes as positions the Jacobi iteration is the recurrence everywhere.
   const auto all = prompt_logprobs(model, prompt, DecodeMode::Fused, static_cast<int64_t>(prompt.size()), 0).logprob;
-  for (size_t t = 1; t < prompt.size(); ++t) EXPECT_NEAR(all[t], soft[t], kTol) << "t=" << t;
+  for (size_t t = 1; t < prompt.size(); ++t) EXPECT_NEAR(all[t], soft[t], kLogprobsTol) << "t=" << t;
 }
 
 // top[t] is the first top_n of the whole distribution sorted by (log-probability descending, id
@@ -165,7 +165,7 @@ TEST(PromptLogprobs, TopNOrderAndTies) {
       ASSERT_EQ(lp.top[t].size(), static_cast<size_t>(top_n)) << "top_n=" << top_n;
       for (int64_t i = 0; i < top_n; ++i) {
         EXPECT_EQ(lp.top[t][i].first, order[i]) << "top_n=" << top_n << " t=" << t << " rank " << i;
-        EXPECT_NEAR(lp.top[t][i].second, row[order[i]].item<float>(), kTol);
+        EXPECT_NEAR(lp.top[t][i].second, row[order[i]].item<float>(), kLogprobsTol);
       }
       // The tie is real: with top_n = 14 at least the last entry is a zero-logit id, the
       // smallest ones first.

@@ -10,7 +10,7 @@ namespace {
 using testing::make_test_model;
 using testing::max_abs_diff;
 
-constexpr double kTol = 1e-4;  // fp32: chunked matrix products round differently
+constexpr double kPrefillTol = 1e-4;  // fp32: chunked matrix products round differently
 
 // A prompt of 13 tokens with the separator (3 in this config) at position 4, so position 5 — the
 // first of a chunk when chunks hold 5 tokens — is a document start and stays plain in every pass.
@@ -39,16 +39,16 @@ TEST(PromptPrefill, ChunksEqualTheWholePromptPrefillInEveryMode) {
       }
       EXPECT_EQ(calls, (13 + chunk - 1) / chunk) << where;
       ASSERT_TRUE(logits.defined()) << where;
-      EXPECT_LT(max_abs_diff(logits, expected), kTol) << where;
+      EXPECT_LT(max_abs_diff(logits, expected), kPrefillTol) << where;
       auto& cache = chunked.cache();
-      EXPECT_LT(max_abs_diff(cache.h_prev, whole.h_prev), kTol) << where;
+      EXPECT_LT(max_abs_diff(cache.h_prev, whole.h_prev), kPrefillTol) << where;
       EXPECT_EQ(cache.length, 13) << where;
       EXPECT_EQ(cache.capacity(), 16) << where;
       EXPECT_EQ(cache.next_pos.item<int64_t>(), 13) << where;
       EXPECT_EQ(cache.last_token.item<int64_t>(), prompt.back()) << where;
       for (int64_t l = 0; l < config.n_layers; ++l) {
-        EXPECT_LT(max_abs_diff(cache.k[l].narrow(2, 0, 13), whole.k[l].narrow(2, 0, 13)), kTol) << where;
-        EXPECT_LT(max_abs_diff(cache.v[l].narrow(2, 0, 13), whole.v[l].narrow(2, 0, 13)), kTol) << where;
+        EXPECT_LT(max_abs_diff(cache.k[l].narrow(2, 0, 13), whole.k[l].narrow(2, 0, 13)), kPrefillTol) << where;
+        EXPECT_LT(max_abs_diff(cache.v[l].narrow(2, 0, 13), whole.v[l].narrow(2, 0, 13)), kPrefillTol) << where;
       }
       // The next decode step from either cache agrees too.
       auto next = expected.argmax(-1);
@@ -59,7 +59,7 @@ TEST(PromptPrefill, ChunksEqualTheWholePromptPrefillInEveryMode) {
       }
       for (auto* t : {&copy.slot_pos, &copy.slot_valid, &copy.h_prev, &copy.last_token, &copy.next_pos}) *t = t->clone();
       const auto want = decode_step(model, next, mode, copy);
-      EXPECT_LT(max_abs_diff(decode_step(model, next, mode, cache), want), kTol) << where;
+      EXPECT_LT(max_abs_diff(decode_step(model, next, mode, cache), want), kPrefillTol) << where;
     }
   }
 }

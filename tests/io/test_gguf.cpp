@@ -16,8 +16,8 @@ namespace {
 namespace fs = std::filesystem;
 using testing::expect_error;
 
-const fs::path kFixtures = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "gguf";
-const std::string kLlama = (kFixtures / "llama_tied_f32.gguf").string();
+const fs::path kGgufDir = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "gguf";
+const std::string kLlama = (kGgufDir / "llama_tied_f32.gguf").string();
 
 TEST(Gguf, ReadsMetadataAndTensorInfos) {
   const auto f = read_gguf(kLlama);

@@ -23,17 +23,17 @@ namespace {
 namespace fs = std::filesystem;
 using testing::expect_error;
 
-const fs::path kFixtures = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "gguf";
+const fs::path kGgufImportDir = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "gguf";
 const std::vector<std::string> kNames = {"llama_tied_f32", "llama_untied_q8_0", "qwen2_q4_0", "qwen3_q4_1"};
 
-std::string fixture(const std::string& name) { return (kFixtures / (name + ".gguf")).string(); }
+std::string gguf_fixture(const std::string& name) { return (kGgufImportDir / (name + ".gguf")).string(); }
 
 TEST(GgufImport, StandardLogitsEqualTransformers) {
   for (const auto& name : kNames) {
     SCOPED_TRACE(name);
-    auto imported = import_gguf_model(fixture(name));
+    auto imported = import_gguf_model(gguf_fixture(name));
     torch::Tensor tokens, expected;  // [1,T] int64, [1,T,V] fp32: transformers on the same GGUF file
-    for (const auto& [key, t] : load_foreign_tensors((kFixtures / (name + ".expected.safetensors")).string()).tensors)
+    for (const auto& [key, t] : load_foreign_tensors((kGgufImportDir / (name + ".expected.safetensors")).string()).tensors)
       (key == "tokens" ? tokens : expected) = t;
     torch::NoGradGuard no_grad;
     const double diff = testing::max_abs_diff(imported.model->forward(tokens), expected);
@@ -45,7 +45,7 @@ TEST(GgufImport, StandardLogitsEqualTransformers) {
 // The F32 file holds the HF fixture's weights with q/k permuted as llama.cpp does: un-permuted,
 // every parameter equals the HF import's bit for bit (the fusion too: same seed).
 TEST(GgufImport, UnpermutedWeightsEqualTheHfImport) {
-  auto gguf = import_gguf_model(fixture("llama_tied_f32"));
+  auto gguf = import_gguf_model(gguf_fixture("llama_tied_f32"));
   auto hf = import_hf_model((fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "hf" / "llama_tied").string());
   auto config = gguf.model->config();
   EXPECT_NEAR(config.norm_eps, 1e-5, 1e-12);  // GGUF stores it as a FLOAT32
@@ -60,7 +60,7 @@ TEST(GgufImport, UnpermutedWeightsEqualTheHfImport) {
 }
 
 TEST(GgufImport, ConfigsAndProvenance) {
-  const auto q8 = import_gguf_model(fixture("llama_untied_q8_0"));
+  const auto q8 = import_gguf_model(gguf_fixture("llama_untied_q8_0"));
   const auto& c = q8.model->config();
   EXPECT_EQ(c.block, BlockKind::Llama);
   EXPECT_FALSE(c.tie_embeddings);  // output.weight present
@@ -71,16 +71,16 @@ TEST(GgufImport, ConfigsAndProvenance) {
   EXPECT_EQ(q8.source.at("tensor_types").at("Q8_0"), 14);  // embedding, head, 6 of each block's 7 matrices
   EXPECT_EQ(q8.source.at("tensor_types").at("BF16"), 2);   // ffn_down: 48-value rows, not whole blocks
   EXPECT_EQ(q8.source.at("sha256_sampled").get<std::string>().size(), 64u);
-  const auto qwen2 = import_gguf_model(fixture("qwen2_q4_0")).model->config();
+  const auto qwen2 = import_gguf_model(gguf_fixture("qwen2_q4_0")).model->config();
   EXPECT_TRUE(qwen2.attention_bias && !qwen2.attention_out_bias && !qwen2.qk_norm);
   EXPECT_EQ(qwen2.doc_separator_id, 2);  // tokenizer.ggml.eos_token_id: <|im_end|>
-  const auto qwen3 = import_gguf_model(fixture("qwen3_q4_1")).model->config();
+  const auto qwen3 = import_gguf_model(gguf_fixture("qwen3_q4_1")).model->config();
   EXPECT_TRUE(qwen3.qk_norm && !qwen3.attention_bias);
   EXPECT_EQ(qwen3.head_dim(), 32);  // attention.key_length, not 64 / 4
 }
 
 TEST(GgufImport, TokenizerBecomesHfFiles) {
-  const auto imported = import_gguf_model(fixture("llama_tied_f32"));
+  const auto imported = import_gguf_model(gguf_fixture("llama_tied_f32"));
   const auto& t = imported.hf_tokenizer;
   ASSERT_TRUE(t.is_object());
   EXPECT_EQ(t.at("model").at("type"), "BPE");
@@ -98,7 +98,7 @@ TEST(GgufImport, TokenizerBecomesHfFiles) {
   EXPECT_EQ(imported.hf_tokenizer_config.at("eos_token"), "<|end_of_text|>");
   EXPECT_TRUE(imported.hf_tokenizer_config.at("add_bos_token").get<bool>());
   EXPECT_NE(imported.hf_tokenizer_config.at("chat_template").get<std::string>().find("<|im_start|>"), std::string::npos);
-  const auto qwen2 = import_gguf_model(fixture("qwen2_q4_0"));
+  const auto qwen2 = import_gguf_model(gguf_fixture("qwen2_q4_0"));
   EXPECT_TRUE(qwen2.hf_tokenizer_config.at("bos_token").is_null());
   EXPECT_EQ(qwen2.hf_tokenizer_config.at("pad_token"), "<|endoftext|>");
   EXPECT_FALSE(qwen2.hf_tokenizer_config.at("add_bos_token").get<bool>());
@@ -117,14 +117,14 @@ TEST(GgufImport, TokenizerBecomesHfFiles) {
 // HF files by fbt, encodes as HF tokenizers does with the HF fixture's own tokenizer.json
 // (expected_ids.json, made by make_fixtures.py) and as fbt does with that tokenizer.json.
 TEST(GgufImport, TokenizerGivesTheHfFixturesIds) {
-  const auto expected = nlohmann::json::parse(testing::slurp(kFixtures / "expected_ids.json")).at("fixtures");
+  const auto expected = nlohmann::json::parse(testing::slurp(kGgufImportDir / "expected_ids.json")).at("fixtures");
   const std::map<std::string, std::string> hf = {{"llama_tied_f32", "llama_tied"}, {"llama_untied_q8_0", "llama_untied"},
                                                  {"qwen2_q4_0", "qwen2"}, {"qwen3_q4_1", "qwen3"}};
   for (const auto& name : kNames) {
     SCOPED_TRACE(name);
-    const auto imported = import_gguf_model(fixture(name));
+    const auto imported = import_gguf_model(gguf_fixture(name));
     const auto vocab = imported.model->config().vocab_size;
-    const auto gguf = HfBpeTokenizer::from_hf(imported.hf_tokenizer, imported.hf_tokenizer_config, vocab, fixture(name));
+    const auto gguf = HfBpeTokenizer::from_hf(imported.hf_tokenizer, imported.hf_tokenizer_config, vocab, gguf_fixture(name));
     const auto hf_dir = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "hf" / hf.at(name);
     const auto own = HfBpeTokenizer::from_hf(nlohmann::json::parse(testing::slurp(hf_dir / "tokenizer.json")),
                                              nlohmann::json::parse(testing::slurp(hf_dir / "tokenizer_config.json")),
@@ -149,7 +149,7 @@ TEST(GgufImport, TokenizerGivesTheHfFixturesIds) {
 TEST(GgufImport, RunDirectoryHoldsTheTokenizerFiles) {
   testing::TempDir tmp;
   const auto run = tmp.path / "run";
-  write_imported_run(import_gguf_model(fixture("llama_tied_f32")), run.string());
+  write_imported_run(import_gguf_model(gguf_fixture("llama_tied_f32")), run.string());
   const auto tokenizer = nlohmann::json::parse(testing::slurp(run / "tokenizer" / "tokenizer.json"));
   EXPECT_EQ(tokenizer.at("model").at("vocab").size(), 384u);
   EXPECT_TRUE(fs::is_regular_file(run / "tokenizer" / "chat_template.jinja"));
@@ -167,7 +167,7 @@ TEST(GgufImport, RunDirectoryHoldsTheTokenizerFiles) {
 /// A copy of the llama fixture in `dir` with the first occurrence of each `from` replaced by its
 /// `to` (same length, so every offset stays valid).
 std::string patched(const fs::path& dir, const std::vector<std::pair<std::string, std::string>>& edits) {
-  auto bytes = testing::slurp(fixture("llama_tied_f32"));
+  auto bytes = testing::slurp(gguf_fixture("llama_tied_f32"));
   for (const auto& [from, to] : edits) {
     const auto at = bytes.find(from);
     EXPECT_NE(at, std::string::npos) << from;

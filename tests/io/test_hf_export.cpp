@@ -21,7 +21,7 @@ namespace fbt {
 namespace {
 namespace fs = std::filesystem;
 
-const fs::path kFixtures = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "hf";
+const fs::path kHfExportDir = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "hf";
 
 /// Every tensor of the safetensors files in `dir` (one file or shards), as fp32, by name.
 std::map<std::string, torch::Tensor> tensors_in(const fs::path& dir, const std::string& skip = "") {
@@ -43,16 +43,16 @@ TEST(HfExport, GivesBackTheTensorsAndSettingsTransformersWrote) {
   testing::TempDir tmp;
   for (const std::string name : {"llama_tied", "llama_untied", "llama3_rope", "qwen2", "qwen3"}) {
     SCOPED_TRACE(name);
-    const auto imported = import_hf_model((kFixtures / name).string());
+    const auto imported = import_hf_model((kHfExportDir / name).string());
     const auto out = tmp.path / name;
     export_hf_model(imported.model, nlohmann::json::object(), "", out.string());
-    const auto theirs = tensors_in(kFixtures / name), ours = tensors_in(out, "fbt_fusion.safetensors");
+    const auto theirs = tensors_in(kHfExportDir / name), ours = tensors_in(out, "fbt_fusion.safetensors");
     ASSERT_EQ(ours.size(), theirs.size());
     for (const auto& [key, t] : theirs) {
       ASSERT_TRUE(ours.count(key)) << key;
       EXPECT_TRUE(torch::equal(ours.at(key), t)) << key;  // stored dtypes convert to fp32 exactly
     }
-    const auto fixture = json_of(kFixtures / name / "config.json"), exported = json_of(out / "config.json");
+    const auto fixture = json_of(kHfExportDir / name / "config.json"), exported = json_of(out / "config.json");
     for (const char* key : {"model_type", "architectures", "vocab_size", "hidden_size", "intermediate_size",
                             "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "rms_norm_eps",
                             "tie_word_embeddings", "max_position_embeddings"})
@@ -79,12 +79,12 @@ TEST(HfExport, RefusesWhatTransformersHasNotAndLeavesNoFiles) {
   testing::expect_error([&] { export_hf_model(model, {}, "", (tmp.path / "a").string()); }, {"block"});
   EXPECT_FALSE(fs::exists(tmp.path / "a"));
   EXPECT_FALSE(fs::exists(tmp.path / "a.partial"));
-  auto llama = import_hf_model((kFixtures / "llama_tied").string()).model->config();
+  auto llama = import_hf_model((kHfExportDir / "llama_tied").string()).model->config();
   llama.attention_out_bias = true;  // a bias on o without q/k/v: no transformers model has it
   testing::expect_error([&] { hf_model_type(llama); }, {"attention_out_bias"});
   const auto busy = tmp.path / "busy";
   testing::write_file(busy / "keep.txt", "x");
-  const auto imported = import_hf_model((kFixtures / "llama_tied").string());
+  const auto imported = import_hf_model((kHfExportDir / "llama_tied").string());
   testing::expect_error([&] { export_hf_model(imported.model, {}, "", busy.string()); }, {"not an empty directory"});
   EXPECT_EQ(testing::slurp(busy / "keep.txt"), "x");
 }

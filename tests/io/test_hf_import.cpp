@@ -24,7 +24,7 @@ namespace fbt {
 namespace {
 namespace fs = std::filesystem;
 
-const fs::path kFixtures = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "hf";
+const fs::path kHfImportDir = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "hf";
 const std::vector<std::string> kNames = {"llama_tied", "llama_untied", "llama3_rope", "qwen2", "qwen3"};
 
 struct Expected {
@@ -35,7 +35,7 @@ struct Expected {
 
 Expected expected_of(const std::string& name) {
   Expected e;
-  auto file = load_foreign_tensors((kFixtures / name / "expected_logits.safetensors").string());
+  auto file = load_foreign_tensors((kHfImportDir / name / "expected_logits.safetensors").string());
   for (const auto& [key, t] : file.tensors)
     (key == "tokens" ? e.tokens : key == "logits" ? e.logits : key == "prompt" ? e.prompt : e.greedy) = t;
   e.text = file.metadata.at("prompt").get<std::string>();
@@ -51,7 +51,7 @@ using testing::expect_error;
 TEST(HfImport, StandardLogitsEqualTransformers) {
   for (const auto& name : kNames) {
     SCOPED_TRACE(name);
-    auto imported = import_hf_model((kFixtures / name).string());
+    auto imported = import_hf_model((kHfImportDir / name).string());
     const auto e = expected_of(name);
     torch::NoGradGuard no_grad;
     const auto logits = imported.model->forward(e.tokens);
@@ -62,7 +62,7 @@ TEST(HfImport, StandardLogitsEqualTransformers) {
 }
 
 TEST(HfImport, ConfigsMapTheFamilySwitches) {
-  auto config = [](const std::string& name) { return import_hf_model((kFixtures / name).string()).model->config(); };
+  auto config = [](const std::string& name) { return import_hf_model((kHfImportDir / name).string()).model->config(); };
   const auto tied = config("llama_tied"), untied = config("llama_untied"), rope = config("llama3_rope");
   const auto qwen2 = config("qwen2"), qwen3 = config("qwen3");
   EXPECT_EQ(tied.block, BlockKind::Llama);
@@ -89,7 +89,7 @@ TEST(HfImport, ConfigsMapTheFamilySwitches) {
 TEST(HfImport, CachedDecodeEqualsForward) {
   for (const auto& name : kNames) {
     SCOPED_TRACE(name);
-    auto model = import_hf_model((kFixtures / name).string()).model;
+    auto model = import_hf_model((kHfImportDir / name).string()).model;
     const auto e = expected_of(name);
     const int64_t T = e.tokens.size(1), P = 6;
     torch::NoGradGuard no_grad;
@@ -108,7 +108,7 @@ TEST(HfImport, CachedDecodeEqualsForward) {
 TEST(HfImport, SoftAndFusedDecodingRun) {
   for (const auto& name : kNames) {
     SCOPED_TRACE(name);
-    auto model = import_hf_model((kFixtures / name).string()).model;
+    auto model = import_hf_model((kHfImportDir / name).string()).model;
     const auto e = expected_of(name);
     std::vector<int64_t> prompt(e.tokens.data_ptr<int64_t>(), e.tokens.data_ptr<int64_t>() + 8);
     for (auto mode : {DecodeMode::Standard, DecodeMode::Soft, DecodeMode::Fused}) {
@@ -182,7 +182,7 @@ TEST(HfImport, ReadsTransformers4Configs) {
 TEST(HfImport, RunDirectoryLoadsBack) {
   testing::TempDir tmp;
   const auto run = (fs::path(tmp.path) / "run").string();
-  auto imported = import_hf_model((kFixtures / "qwen2").string());
+  auto imported = import_hf_model((kHfImportDir / "qwen2").string());
   write_imported_run(imported, run);
   CheckpointInfo info;
   auto loaded = load_model(resolve_checkpoint(run), &info);
@@ -216,7 +216,7 @@ TEST(HfImport, GreedyContinuationEqualsTransformers) {
     SCOPED_TRACE(name);
     testing::TempDir tmp;
     const auto run = fs::path(tmp.path) / "run";
-    write_imported_run(import_hf_model((kFixtures / name).string()), run.string());
+    write_imported_run(import_hf_model((kHfImportDir / name).string()), run.string());
     auto model = load_model(resolve_checkpoint(run.string()));
     const auto tokenizer = Tokenizer::load((run / "tokenizer").string());
     const auto e = expected_of(name);
@@ -237,13 +237,13 @@ TEST(HfImport, GreedyContinuationEqualsTransformers) {
 void damaged_copy(const std::string& name, const fs::path& dir, const std::function<void(nlohmann::json&)>& edit,
                   const std::string& drop = "") {
   fs::create_directories(dir);
-  auto config = nlohmann::json::parse(testing::slurp(kFixtures / name / "config.json"));
+  auto config = nlohmann::json::parse(testing::slurp(kHfImportDir / name / "config.json"));
   edit(config);
   testing::write_file(dir / "config.json", config.dump(2));
   for (const char* file : {"tokenizer.json", "tokenizer_config.json"})
-    fs::copy_file(kFixtures / name / file, dir / file, fs::copy_options::overwrite_existing);
+    fs::copy_file(kHfImportDir / name / file, dir / file, fs::copy_options::overwrite_existing);
   NamedTensors kept;
-  for (auto& [key, t] : load_foreign_tensors((kFixtures / name / "model.safetensors").string()).tensors)
+  for (auto& [key, t] : load_foreign_tensors((kHfImportDir / name / "model.safetensors").string()).tensors)
     if (key != drop) kept.emplace_back(key, t);
   save_tensors((dir / "model.safetensors").string(), kept, nlohmann::json::object());
 }

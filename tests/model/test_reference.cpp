@@ -58,12 +58,12 @@ std::string reference_unavailable(const std::filesystem::path& dir) {
   return "";
 }
 
-struct Case {
+struct ReferenceCase {
   const char* name;
   ModelConfig config;
 };
 
-std::vector<Case> cases() {
+std::vector<ReferenceCase> cases() {
   auto paper = ModelConfig::preset("debug");  // glu fusion, post-norm feedback, full attention
   paper.doc_separator_id = 258;               // document starts are plain in every pass
   auto ablation = paper;                      // every other knob the reference mirrors

@@ -108,9 +108,11 @@ TEST(TrainRobustCli, NonFiniteStepsNeverBecomeLatest) {
       for (const auto& [key, w] : load_tensors((out / name / "model.safetensors").string()).tensors)
         EXPECT_TRUE(torch::isfinite(w).all().item<bool>()) << key;
     }
-    for (const auto& entry : fs::directory_iterator(out))  // and no step directory after it at all
-      if (entry.path().filename().string().rfind("step-", 0) == 0)
+    for (const auto& entry : fs::directory_iterator(out)) {  // and no step directory after it at all
+      if (entry.path().filename().string().rfind("step-", 0) == 0) {
         EXPECT_LT(std::stoll(entry.path().filename().string().substr(5)), first_bad) << entry.path();
+      }
+    }
   }
 }
 
