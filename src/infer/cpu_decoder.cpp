@@ -100,9 +100,11 @@ int64_t CpuDecoder::matmul_weight_bytes(bool with_fusion) const {
 bool CpuDecoder::supports(FBT& model) {
   // The packed step implements both blocks (the paper's, and the Llama family's pre-norm block,
   // with or without QK-norm, tied or untied head) with unscaled RoPE and without biases; other
-  // configs (Qwen2's q/k/v biases, Llama-3's scaled RoPE) decode with decode_step.
+  // configs (Qwen2's q/k/v biases, Llama-3's scaled RoPE, Listing 3's input norm) decode with
+  // decode_step.
   const auto& c = model->config();
   if (c.attention_bias || c.attention_out_bias || c.rope_scaling != RopeScaling::None) return false;
+  if (c.input_norm != InputNorm::EveryPass) return false;
   for (const auto& p : model->parameters())
     if (!p.device().is_cpu() || p.scalar_type() != torch::kFloat) return false;
   return true;

@@ -30,7 +30,7 @@ torch::Tensor cached_step(FBT& model, const torch::Tensor& tokens, const torch::
   auto e_n = model->plain_input(model->embed(tok, /*check_ids=*/!cache.write_slot.defined()));  // [B,1,D]
   auto u = e_n;
   if (plain.defined())
-    u = torch::where(plain.view({-1, 1, 1}), e_n, model->fused_input(cache.h_prev.unsqueeze(1), e_n));
+    u = model->feedback_input(cache.h_prev.unsqueeze(1), e_n, plain.view({-1, 1, 1}));
   Layout layout{cache.next_pos.view({-1, 1}), {}};
   auto x = model->stack(u, layout, &cache);  // [B,1,D]
   // In place: the cache's tensors keep their addresses (a captured CUDA graph refers to them).

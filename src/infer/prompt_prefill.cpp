@@ -42,7 +42,7 @@ torch::Tensor PromptPrefill::run(int64_t chunk) {
     auto shifted = torch::cat({before, state.narrow(1, 0, m - 1)}, 1);                     // [1,m,D]
     carry_[j - 1] = state.narrow(1, m - 1, 1);
     auto plain = plain_.narrow(1, start, m).unsqueeze(-1);  // [1,m,1]
-    x = model_->stack(torch::where(plain, e_n, model_->fused_input(shifted, e_n)), layout, &caches_[j]);
+    x = model_->stack(model_->feedback_input(shifted, e_n, plain), layout, &caches_[j]);
   }
   next_ += m;
   if (!done()) return {};

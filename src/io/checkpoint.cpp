@@ -48,17 +48,19 @@ CheckpointInfo checkpoint_info_from_metadata(const nlohmann::json& meta, const s
                 " is not supported (this build reads version " +
                 std::to_string(kCheckpointFormatVersion) + ")");
   const auto config = required_field<nlohmann::json>(meta, "model_config", path + ": metadata");
-  // A checkpoint states every setting, with one exception: checkpoints written before the Llama
-  // block family (issue 17) lack all of its keys (ModelConfig::llama_family_keys: block,
-  // head_dim, qk_norm, biases, tie_embeddings, rope_scaling*). Those are filled with today's
-  // defaults, which are the paper's block those checkpoints were trained as. A checkpoint with
-  // some of these keys but not all is damaged like one lacking any other key.
+  // A checkpoint states every setting, with one exception: checkpoints written before a group of
+  // keys was added (ModelConfig::added_key_groups: the Llama block family of issue 17, the input
+  // norm and fusion init of issue 23) lack all of that group. Those are filled with today's
+  // defaults, which are the numerics those checkpoints were trained with. A checkpoint with some
+  // keys of a group but not all is damaged like one lacking any other key.
   if (!config.is_object()) throw Error(path + ": metadata: field 'model_config' is not an object");
-  const auto added = ModelConfig::llama_family_keys();
-  const bool before_llama = std::none_of(added.begin(), added.end(), [&](const auto& k) { return config.contains(k); });
+  std::vector<std::string> absent_groups;  // keys of the groups the checkpoint predates
+  for (const auto& group : ModelConfig::added_key_groups())
+    if (std::none_of(group.begin(), group.end(), [&](const auto& k) { return config.contains(k); }))
+      absent_groups.insert(absent_groups.end(), group.begin(), group.end());
   const auto every_setting = ModelConfig().to_json();
   for (const auto& item : every_setting.items())
-    if (!config.contains(item.key()) && !(before_llama && std::count(added.begin(), added.end(), item.key())))
+    if (!config.contains(item.key()) && !std::count(absent_groups.begin(), absent_groups.end(), item.key()))
       throw Error(path + ": model_config lacks '" + item.key() + "' (damaged, or written by another fbt version)");
   info.config = ModelConfig::from_json(config, path + ": model_config");
   info.tokenizer = required_field<nlohmann::json>(meta, "tokenizer", path + ": metadata");

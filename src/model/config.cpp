@@ -1,6 +1,7 @@
 // ModelConfig: presets, validation, parameter count and strict JSON round trip.
 #include "fbt/model/config.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace fbt {
@@ -31,14 +32,26 @@ const EnumNames<RopeScaling>& enum_names<RopeScaling>() {
   return names;
 }
 
-std::vector<std::string> ModelConfig::llama_family_keys() {
-  std::vector<std::string> keys;
-  bool after = false;
+template <>
+const EnumNames<InputNorm>& enum_names<InputNorm>() {
+  static const EnumNames<InputNorm> names{{InputNorm::EveryPass, "every_pass"}, {InputNorm::Listing3, "listing3"}};
+  return names;
+}
+
+template <>
+const EnumNames<FusionInit>& enum_names<FusionInit>() {
+  static const EnumNames<FusionInit> names{{FusionInit::Identity, "identity"}, {FusionInit::Uniform, "uniform"}};
+  return names;
+}
+
+std::vector<std::vector<std::string>> ModelConfig::added_key_groups() {
+  const std::vector<std::string> firsts{"block", "input_norm"};  // each group's first key, in visit order
+  std::vector<std::vector<std::string>> groups;
   ModelConfig().visit([&](const char* name, auto&) {
-    after = after || std::string(name) == "block";
-    if (after) keys.emplace_back(name);
+    if (std::find(firsts.begin(), firsts.end(), name) != firsts.end()) groups.emplace_back();
+    if (!groups.empty()) groups.back().emplace_back(name);
   });
-  return keys;
+  return groups;
 }
 
 double ModelConfig::branch_scale() const {

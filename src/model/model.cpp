@@ -259,8 +259,14 @@ void FBTImpl::build() {
     if (name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0) p.value().zero_();
     else if (name.find("norm") == std::string::npos) torch::nn::init::normal_(p.value(), 0.0, c.init_std);
   }
-  torch::nn::init::eye_(fusion_->w_u->weight);  // W_U = I: at switch-on the fused input ≈ plain
-  torch::nn::init::normal_(fusion_->w_g->weight, 0.0, c.fusion_gate_init_std);
+  if (c.fusion_init == FusionInit::Identity) {
+    torch::nn::init::eye_(fusion_->w_u->weight);  // W_U = I: at switch-on the fused input ≈ plain
+    torch::nn::init::normal_(fusion_->w_g->weight, 0.0, c.fusion_gate_init_std);
+  } else {  // nanochat's linear init (the first author's reproduction): std 1/√D
+    const double a = std::sqrt(3.0 / c.d_model);
+    torch::nn::init::uniform_(fusion_->w_u->weight, -a, a);
+    torch::nn::init::uniform_(fusion_->w_g->weight, -a, a);
+  }
   if (c.block == BlockKind::Llama) match_input_norm_to_embedding();
 }
 
@@ -284,14 +290,24 @@ torch::Tensor FBTImpl::embed(const torch::Tensor& tokens, bool check_ids) {
   return embedding_(tokens);  // [B,T,D]
 }
 
+bool FBTImpl::plain_input_is_normalised() const {
+  return config_.block == BlockKind::Fbt && config_.input_norm == InputNorm::EveryPass;
+}
+
 torch::Tensor FBTImpl::plain_input(const torch::Tensor& e) {
-  return config_.block == BlockKind::Fbt ? input_norm_(e) : e;
+  return plain_input_is_normalised() ? input_norm_(e) : e;
 }
 
 torch::Tensor FBTImpl::fused_input(const torch::Tensor& h_prev, const torch::Tensor& e_plain) {
-  auto e_n = config_.block == BlockKind::Fbt ? e_plain : input_norm_(e_plain);  // RMSNorm_in(e)
+  auto e_n = plain_input_is_normalised() ? e_plain : input_norm_(e_plain);  // RMSNorm_in(e)
   auto g = fusion_(h_prev, e_n);
   return config_.fusion == Fusion::Glu ? input_norm_(g) : input_norm_(g + e_n);
+}
+
+torch::Tensor FBTImpl::feedback_input(const torch::Tensor& h_prev, const torch::Tensor& e_plain,
+                                      const torch::Tensor& plain) {
+  auto plain_rows = config_.input_norm == InputNorm::Listing3 ? input_norm_(e_plain) : e_plain;
+  return torch::where(plain, plain_rows, fused_input(h_prev, e_plain));
 }
 
 torch::Tensor FBTImpl::plain_positions(const torch::Tensor& tokens) const {

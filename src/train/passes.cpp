@@ -56,7 +56,7 @@ torch::Tensor shift_right(const torch::Tensor& h) {
 
 torch::Tensor fused_pass_input(FBT& model, const torch::Tensor& e_n, const torch::Tensor& state,
                                const torch::Tensor& plain) {
-  return torch::where(plain.unsqueeze(-1), e_n, model->fused_input(shift_right(state), e_n));
+  return model->feedback_input(shift_right(state), e_n, plain.unsqueeze(-1));
 }
 
 PassOutput forward_passes(FBT& model, const torch::Tensor& tokens, const torch::Tensor& targets,
@@ -76,13 +76,16 @@ PassOutput forward_passes(FBT& model, const torch::Tensor& tokens, const torch::
   auto e_n = model->plain_input(model->embed(tokens));  // [B,T,D]
   auto always_plain = model->plain_positions(tokens);   // [B,T]
   torch::Tensor x, state;  // top residual and feedback state of the latest pass
+  torch::Tensor plain;     // the plain positions of a feedback pass [B,T]
   for (int64_t k = 1; k <= o.passes; ++k) {
     torch::Tensor u = e_n;  // pass 1: standard teacher forcing
     if (k > 1) {
       auto h = o.detach ? state.detach() : state;  // [B,T,D]
       if (o.jitter > 0)
         h = h + (torch::rand(h.sizes(), o.generator, torch::dtype(torch::kFloat)).to(h.device(), h.scalar_type()) * 2 - 1) * o.jitter;
-      u = fused_pass_input(model, e_n, h, always_plain.logical_or(prefix_mask(o, B, T, tokens.device())));
+      if (!plain.defined() || !o.mixin_per_sequence)
+        plain = always_plain.logical_or(prefix_mask(o, B, T, tokens.device()));  // [B,T]
+      u = fused_pass_input(model, e_n, h, plain);
     }
     x = run_stack(u);                    // [B,T,D]
     if (k < o.passes || o.keep_states) state = model->feedback_state(x);

@@ -130,6 +130,12 @@ const EnumNames<Precision>& enum_names<Precision>() {
   return names;
 }
 
+template <>
+const EnumNames<MixinDraw>& enum_names<MixinDraw>() {
+  static const EnumNames<MixinDraw> names{{MixinDraw::PerPass, "per_pass"}, {MixinDraw::PerSequence, "per_sequence"}};
+  return names;
+}
+
 TrainConfig TrainConfig::preset(const std::string& name) {
   ModelConfig::preset(name);  // throws for an unknown name
   TrainConfig c;

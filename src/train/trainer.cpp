@@ -809,6 +809,7 @@ PassOptions training_pass_options(const TrainConfig& tc, int64_t passes, bool co
   po.passes = passes;
   po.jitter = tc.jitter;
   po.mixin_prob = tc.mixin_prob;
+  po.mixin_per_sequence = tc.mixin_draw == MixinDraw::PerSequence;
   po.detach = tc.detach;
   po.checkpoint = tc.activation_checkpointing;
   po.later_weight = tc.later_weight;

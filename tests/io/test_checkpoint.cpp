@@ -114,29 +114,39 @@ TEST_F(CheckpointTest, DamagedMetadataFieldsAreNamed) {
   }
 }
 
-// Issue 17: checkpoints written before the Llama block family lack all of its config keys and
-// still load as the paper's block; one lacking only some of them is damaged.
-TEST_F(CheckpointTest, CheckpointsWithoutTheLlamaFamilyKeysLoadAsTheFbtBlock) {
+// Checkpoints written before a group of config keys was added (issue 17's Llama block family,
+// issue 23's input_norm and fusion_init) lack all of that group and of every later one, and
+// still load with the numerics they were trained with; one lacking only some keys of a group is
+// damaged.
+TEST_F(CheckpointTest, CheckpointsWithoutLaterConfigKeysLoadWithTheirNumerics) {
   auto model = testing::make_test_model();
   const auto p = path("m.safetensors");
   save_model(p, model, {}, 1);
   const auto good = load_tensors(p);
-  auto old = good.metadata;
-  for (const auto& key : ModelConfig::llama_family_keys()) old["model_config"].erase(key);
-  ASSERT_FALSE(old["model_config"].contains("block"));
-  save_tensors(path("old.safetensors"), good.tensors, old);
-  CheckpointInfo info;
-  auto loaded = load_model(path("old.safetensors"), &info);
-  EXPECT_EQ(info.config, model->config());
+  const auto groups = ModelConfig::added_key_groups();
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].front(), "block");
+  EXPECT_EQ(groups[1], (std::vector<std::string>{"input_norm", "fusion_init"}));
   auto tokens = torch::randint(model->config().vocab_size, {1, 8}, torch::kLong);
   torch::NoGradGuard no_grad;
-  EXPECT_TRUE(torch::equal(loaded->forward(tokens), model->forward(tokens)));
+  for (size_t first = 0; first < groups.size(); ++first) {  // written before group `first`
+    auto old = good.metadata;
+    for (size_t g = first; g < groups.size(); ++g)
+      for (const auto& key : groups[g]) old["model_config"].erase(key);
+    ASSERT_FALSE(old["model_config"].contains(groups[first].front()));
+    const auto file = path("old" + std::to_string(first) + ".safetensors");
+    save_tensors(file, good.tensors, old);
+    CheckpointInfo info;
+    auto loaded = load_model(file, &info);
+    EXPECT_EQ(info.config, model->config());
+    EXPECT_TRUE(torch::equal(loaded->forward(tokens), model->forward(tokens)));
 
-  auto partial = good.metadata;
-  partial["model_config"].erase("block");
-  save_tensors(path("partial.safetensors"), good.tensors, partial);
-  expect_error([&] { read_checkpoint_info(path("partial.safetensors")); },
-               {"partial.safetensors", "model_config lacks 'block'"});
+    auto partial = good.metadata;
+    partial["model_config"].erase(groups[first].front());
+    save_tensors(path("partial.safetensors"), good.tensors, partial);
+    expect_error([&] { read_checkpoint_info(path("partial.safetensors")); },
+                 {"partial.safetensors", "model_config lacks '" + groups[first].front() + "'"});
+  }
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // the model-level ones run on testing::test_device() ($FBT_TEST_DEVICE, default cpu).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "fbt/train/passes.h"
 #include "test_model_helpers.h"
 
@@ -191,6 +193,109 @@ TEST(Passes, MixinAndJitter) {
   // Position 0 is plain in both; position 1 is plain only if p > 1. At least the logits at
   // position 0 agree exactly with the all-fused run.
   EXPECT_EQ(max_abs_diff(mixed.logits[1].select(1, 0), clean.logits[1].select(1, 0)), 0.0);
+}
+
+// Issue 23: one prefix draw per sequence (train.mixin_draw = per_sequence) keeps the same plain
+// prefix in every pass, so the run equals the one given that prefix outright (SPEC §5's
+// exactness for t < p + k − 1 then holds in training); per_pass draws anew for pass 3.
+TEST(Passes, PerSequenceMixinKeepsOnePrefixForAllPasses) {
+  auto c = ModelConfig::preset("debug");
+  auto model = make_test_model(c);
+  const int64_t B = 4, T = 16;
+  torch::manual_seed(11);
+  auto tokens = torch::randint(0, c.vocab_size, {B, T}, torch::kLong);
+  torch::NoGradGuard no_grad;
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(123);
+  const auto p = torch::randint(0, T, {B}, generator, torch::kLong);  // the mixin's first draw
+  ASSERT_GT(p.max().item<int64_t>(), 1);
+  PassOptions fixed;
+  fixed.passes = 3;
+  fixed.keep_logits = true;
+  fixed.plain_prefix = p;
+  const auto expected = forward_passes(model, tokens, {}, fixed).logits;
+  for (bool per_sequence : {true, false}) {
+    PassOptions m;
+    m.passes = 3;
+    m.keep_logits = true;
+    m.mixin_prob = 1.0;
+    m.mixin_per_sequence = per_sequence;
+    m.generator = at::make_generator<at::CPUGeneratorImpl>(123);
+    const auto mixed = forward_passes(model, tokens, {}, m).logits;
+    EXPECT_EQ(max_abs_diff(mixed[1], expected[1]), 0.0);  // pass 2: the first draw either way
+    if (per_sequence)
+      EXPECT_EQ(max_abs_diff(mixed[2], expected[2]), 0.0);
+    else
+      EXPECT_GT(max_abs_diff(mixed[2], expected[2]), 1e-4);  // pass 3 drew other prefixes
+  }
+}
+
+/// RMSNorm_in by hand: x / sqrt(mean(x²) + eps) · gain. x [...,D].
+torch::Tensor input_rms_norm(FBT& model, const torch::Tensor& x) {
+  const auto gain = model->named_parameters()["input_norm.weight"];
+  return x * torch::rsqrt(x.pow(2).mean(-1, true) + model->config().norm_eps) * gain;
+}
+
+// Issue 23, model.input_norm = listing3 (the paper's Listing 3): pass 1 (= the standard forward)
+// takes the raw embedding; a feedback pass normalises every row, so a plain row of pass 2 is
+// RMSNorm_in(e) and a fused row RMSNorm_in((W_U h) ⊙ σ(W_G RMSNorm_in(e))), both by hand. With
+// our every_pass norm the plain rows are the same in every pass (MixinAndJitter); here they differ.
+TEST(Passes, Listing3InputNormRawInPassOneNormalisedInFeedbackPasses) {
+  auto c = ModelConfig::preset("debug");
+  c.input_norm = InputNorm::Listing3;
+  auto model = make_test_model(c);
+  const int64_t T = 12;
+  torch::manual_seed(12);
+  auto tokens = torch::randint(0, c.vocab_size, {2, T}, torch::kLong);
+  torch::NoGradGuard no_grad;
+  const auto e = model->embed(tokens);  // [2,T,D]
+  EXPECT_TRUE(torch::equal(model->plain_input(e), e));
+  PassOptions o;
+  o.passes = 2;
+  o.keep_logits = true;
+  o.plain_prefix = torch::full({2}, T, torch::kLong);  // every row plain in both passes
+  const auto logits = forward_passes(model, tokens, {}, o).logits;
+  const auto layout = Layout::contiguous(T, tokens.device());
+  EXPECT_EQ(max_abs_diff(logits[0], model->forward(tokens)), 0.0);
+  EXPECT_EQ(max_abs_diff(logits[0], model->head(model->stack(e, layout))), 0.0);
+  EXPECT_LT(max_abs_diff(logits[1], model->head(model->stack(input_rms_norm(model, e), layout))), 1e-4);
+  EXPECT_GT(max_abs_diff(logits[0], logits[1]), 1e-3);
+
+  auto h = torch::randn({3, c.d_model}), x = torch::randn({3, c.d_model});
+  const auto params = model->named_parameters();
+  const auto g = torch::matmul(h, params["fusion.w_u.weight"].t()) *
+                 torch::sigmoid(torch::matmul(input_rms_norm(model, x), params["fusion.w_g.weight"].t()));
+  const auto plain = torch::tensor({true, false, true}).view({3, 1});
+  const auto expected = torch::where(plain, input_rms_norm(model, x), input_rms_norm(model, g));
+  EXPECT_LT(max_abs_diff(model->feedback_input(h, x, plain), expected), 1e-5);
+  c.input_norm = InputNorm::EveryPass;  // ours: plain rows RMSNorm_in(e) already, kept as they are
+  auto ours = make_test_model(c);
+  const auto e_n = ours->plain_input(x);
+  EXPECT_LT(max_abs_diff(e_n, input_rms_norm(ours, x)), 1e-5);
+  EXPECT_TRUE(torch::equal(ours->feedback_input(h, e_n, plain).select(0, 0), e_n.select(0, 0)));
+}
+
+// Issue 23, model.fusion_init: identity (ours: W_U = I, W_G ~ N(0, σ_G)) or uniform (the first
+// author's: both U(−√(3/D), √(3/D)), std 1/√D).
+TEST(Passes, FusionInitIdentityOrUniform) {
+  auto c = ModelConfig::preset("debug");
+  const double D = c.d_model;
+  auto init = [](const ModelConfig& config) {  // the constructor's weights (make_test_model perturbs W_U, W_G)
+    torch::manual_seed(7);
+    return FBT(config)->named_parameters();
+  };
+  auto identity = init(c);
+  EXPECT_TRUE(torch::equal(identity["fusion.w_u.weight"], torch::eye(c.d_model)));
+  EXPECT_NEAR(identity["fusion.w_g.weight"].std().item<double>(), c.fusion_gate_init_std, 0.1 * c.fusion_gate_init_std);
+  c.fusion_init = FusionInit::Uniform;
+  auto uniform = init(c);
+  for (const char* name : {"fusion.w_u.weight", "fusion.w_g.weight"}) {
+    const auto w = uniform[name];
+    EXPECT_LE(w.abs().max().item<double>(), std::sqrt(3 / D)) << name;
+    EXPECT_NEAR(w.std().item<double>(), 1 / std::sqrt(D), 0.05 / std::sqrt(D)) << name;
+    EXPECT_NEAR(w.mean().item<double>(), 0.0, 0.05 / std::sqrt(D)) << name;
+  }
+  EXPECT_TRUE(torch::equal(uniform["blocks.0.attn.wq.weight"], identity["blocks.0.attn.wq.weight"]))
+      << "only the fusion's init changes";
 }
 
 // Activation checkpointing gives the same loss and parameter gradients.

@@ -331,6 +331,37 @@ TEST_F(TrainRun, NorMuonBeatsAdamWOnTinyShakespeare) {
   EXPECT_LT(tail_loss["normuon"], tail_loss["adamw"]);
 }
 
+// Issue 23: the fusion weights sit idle until feedback starts, as in the first author's
+// reproduction (its own optimiser group, idle while training is one-pass). Ours needs no group:
+// a K = 1 step leaves the fusion without a gradient, and neither optimiser moves (nor decays) a
+// parameter without one. Steps 1-2 run K = 1, steps 3-4 K = 2, weight decay on.
+TEST_F(TrainRun, FusionWeightsStayIdleUntilTheFirstFeedbackStep) {
+  for (const char* optimizer : {"normuon", "adamw"}) {
+    auto o = debug_run(std::string("idle-") + optimizer, 4,
+                       {std::string("train.optimizer=") + optimizer, "train.weight_decay=0.1",
+                        "train.normuon_weight_decay=0.1", "train.warmup_steps=0", "train.eval_every=0",
+                        "train.eval_tokens=1024", "train.checkpoint_every=1",
+                        "train.pass_schedule=[{\"until_fraction\":0.5,\"passes_probabilities\":{\"1\":1}},"
+                        "{\"until_fraction\":1,\"passes_probabilities\":{\"2\":1}}]"});
+    std::ostringstream log;
+    run_training(o, log);
+    CheckpointInfo info;
+    auto step = [&](int s) {
+      return load_model((fs::path(o.out_dir) / ("step-000000" + std::to_string(s)) / "model.safetensors").string(), &info)
+          ->named_parameters();
+    };
+    const auto after2 = step(2), after4 = step(4);
+    torch::manual_seed(1337);
+    FBT fresh(info.config);  // the initial weights of a run with the seed
+    auto init = fresh->named_parameters();
+    for (const char* name : {"fusion.w_u.weight", "fusion.w_g.weight"}) {
+      EXPECT_TRUE(torch::equal(after2[name], init[name])) << optimizer << " " << name << " moved during K = 1";
+      EXPECT_GT((after4[name] - init[name]).abs().max().item<double>(), 1e-5) << optimizer << " " << name;
+    }
+    EXPECT_GT((after2["blocks.0.mlp.w_up.weight"] - init["blocks.0.mlp.w_up.weight"]).abs().max().item<double>(), 1e-5);
+  }
+}
+
 // --resume continues the stored run: another --config is refused, and so is a total of steps the
 // run has already reached (it would rewrite run.json without training).
 TEST_F(TrainRun, ResumeRefusesAnotherConfigAndAReachedTotal) {

@@ -46,7 +46,7 @@ DecodeWeights parse_decode_weights(const std::string& text, const std::string& f
 class CpuDecoder {
  public:
   /// True if `model` can be decoded here: fp32 parameters on the CPU, block fbt or llama (any
-  /// qk_norm and tie_embeddings), no attention biases, unscaled RoPE.
+  /// qk_norm and tie_embeddings), no attention biases, unscaled RoPE, input_norm every_pass.
   static bool supports(FBT& model);
 
   /// Reads `model`'s fp32 weights in place (build a new decoder after replacing a tensor), or

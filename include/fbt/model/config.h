@@ -32,6 +32,22 @@ enum class BlockKind {
           ///< branches, no head gate, plain input the raw embedding e
 };
 
+/// Where the input RMSNorm_in sits (SPEC §4; issue 23).
+enum class InputNorm {
+  EveryPass,  ///< ours (SPEC §4 [choice]): the plain input is RMSNorm_in(e) in every pass — default
+  Listing3,   ///< the paper's Listing 3 (App. C): pass 1, the standard prefill and Standard
+              ///< decoding take the raw e; a feedback pass (training pass k ≥ 2, a Soft or Fused
+              ///< step, a fused prefill pass) applies RMSNorm_in to every row, so its plain rows
+              ///< are RMSNorm_in(e); the gate reads RMSNorm_in(e)
+};
+
+/// How W_U and W_G start (SPEC §4; issue 23).
+enum class FusionInit {
+  Identity,  ///< W_U = I, W_G ~ N(0, fusion_gate_init_std) (SPEC §4 [choice]) — default
+  Uniform,   ///< W_U, W_G ~ U(−√(3/D), √(3/D)), std 1/√D: the first author's reproduction
+             ///< (nanochat's linear init; SPEC §11); fusion_gate_init_std is not used
+};
+
 /// RoPE frequency scaling (transformers' modeling_rope_utils.py).
 enum class RopeScaling {
   None,    ///< θ^(-2i/Dh)
@@ -70,6 +86,9 @@ struct ModelConfig {
   double rope_low_freq_factor = 1.0;       ///< llama3: low_freq_factor
   double rope_high_freq_factor = 4.0;      ///< llama3: high_freq_factor
   int64_t rope_original_context = 8192;    ///< llama3: original_max_position_embeddings
+  // The paper's and the first author's choices where SPEC §4 chose otherwise (issue 23).
+  InputNorm input_norm = InputNorm::EveryPass;
+  FusionInit fusion_init = FusionInit::Identity;
 
   int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : d_model / n_heads; }
   /// The branch multiplier actually used: residual_scale, or 1/sqrt(2L) when it is 0; 1 for the
@@ -128,11 +147,15 @@ struct ModelConfig {
     f("rope_low_freq_factor", rope_low_freq_factor);
     f("rope_high_freq_factor", rope_high_freq_factor);
     f("rope_original_context", rope_original_context);
+    f("input_norm", input_norm);
+    f("fusion_init", fusion_init);
   }
 
-  /// The keys added with the Llama block family (issue 17), from "block" on. A checkpoint written
-  /// before them lacks exactly these; checkpoint.cpp fills them with today's defaults.
-  static std::vector<std::string> llama_family_keys();
+  /// The groups of keys added after the first checkpoints, oldest first: the Llama block family
+  /// (issue 17: "block" ... "rope_original_context") and the paper's input norm and fusion init
+  /// (issue 23). A checkpoint written before a group lacks all of its keys; checkpoint.cpp fills
+  /// them with today's defaults (the numerics such checkpoints were trained with).
+  static std::vector<std::vector<std::string>> added_key_groups();
 
   bool operator==(const ModelConfig& o) const;
   bool operator!=(const ModelConfig& o) const { return !(*this == o); }
@@ -146,5 +169,9 @@ template <>
 const EnumNames<BlockKind>& enum_names<BlockKind>();
 template <>
 const EnumNames<RopeScaling>& enum_names<RopeScaling>();
+template <>
+const EnumNames<InputNorm>& enum_names<InputNorm>();
+template <>
+const EnumNames<FusionInit>& enum_names<FusionInit>();
 
 }  // namespace fbt

@@ -113,7 +113,8 @@ class BlockImpl : public torch::nn::Module {
 TORCH_MODULE(Block);
 
 /// The latent-feedback fusion of paper Eq. 4 before the input norm:
-/// g = (W_U h_prev) ⊙ sigmoid(W_G e_n), with e_n = RMSNorm_in(e). W_U = I, W_G ~ N(0, σ_G) at init.
+/// g = (W_U h_prev) ⊙ sigmoid(W_G e_n), with e_n = RMSNorm_in(e). At init (model.fusion_init):
+/// W_U = I, W_G ~ N(0, σ_G), or both U(−√(3/D), √(3/D)).
 class LatentFusionImpl : public torch::nn::Module {
  public:
   explicit LatentFusionImpl(const ModelConfig& config);
@@ -140,15 +141,23 @@ class FBTImpl : public torch::nn::Module {
   /// check_token_ids first; a captured CUDA-graph step, which may not read device values on the
   /// host, passes false after checking its input before the replay.
   torch::Tensor embed(const torch::Tensor& tokens, bool check_ids = true);
-  /// Plain input: RMSNorm_in(e) for block fbt (SPEC §4), the raw embedding e for block llama
-  /// (as in LlamaModel.forward). [B,T,D] -> [B,T,D].
+  /// Plain input of pass 1, the standard prefill and Standard decoding: RMSNorm_in(e) for block
+  /// fbt (SPEC §4); the raw embedding e for block llama (as in LlamaModel.forward) and for
+  /// model.input_norm = listing3 (the paper's Listing 3). [B,T,D] -> [B,T,D].
   torch::Tensor plain_input(const torch::Tensor& e);
   /// Fused input from the previous position's feedback state h_prev [...,D] and the plain input
-  /// e_plain = plain_input(e) [...,D]. With e_n = RMSNorm_in(e) (e_plain itself for block fbt):
-  /// RMSNorm_in(g) for `glu` (paper Eq. 4) or RMSNorm_in(g + e_n) for `glu_plus_token`,
-  /// g = LatentFusion(h_prev, e_n). The same for both blocks; see
+  /// e_plain = plain_input(e) [...,D]. With e_n = RMSNorm_in(e) (e_plain itself when that is
+  /// already normalised): RMSNorm_in(g) for `glu` (paper Eq. 4) or RMSNorm_in(g + e_n) for
+  /// `glu_plus_token`, g = LatentFusion(h_prev, e_n). The same for both blocks; see
   /// match_input_norm_to_embedding for the scale of the Llama block's fused inputs.
   torch::Tensor fused_input(const torch::Tensor& h_prev, const torch::Tensor& e_plain);
+  /// The stack input of a feedback pass (training pass k ≥ 2, a Soft or Fused decode step, a
+  /// fused prefill pass): rows where `plain` (bool, broadcastable to [...,1]) is true take the
+  /// plain input (RMSNorm_in(e_plain) with model.input_norm = listing3: Listing 3 normalises every
+  /// row of a later pass), the others fused_input(h_prev, e_plain). h_prev, e_plain [...,D] ->
+  /// [...,D].
+  torch::Tensor feedback_input(const torch::Tensor& h_prev, const torch::Tensor& e_plain,
+                               const torch::Tensor& plain);
   /// Sets the input norm's gain to the per-dimension RMS of the embedding table,
   /// sqrt(mean_v E[v,d]²), so that fused inputs RMSNorm_in(·) have the scale of raw embeddings.
   /// The rule for block llama, whose plain inputs are the raw embeddings: the constructor
@@ -176,6 +185,8 @@ class FBTImpl : public torch::nn::Module {
 
  private:
   void build();  // the constructor's work: registers the modules and initialises the weights
+  /// Whether plain_input already applies RMSNorm_in (block fbt with input_norm every_pass).
+  bool plain_input_is_normalised() const;
   ModelConfig config_;
   torch::nn::Embedding embedding_{nullptr};
   torch::nn::Linear lm_head_{nullptr};  ///< only with tie_embeddings = false

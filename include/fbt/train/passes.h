@@ -14,6 +14,7 @@ struct PassOptions {
   int64_t passes = 1;          ///< K ≥ 1; pass 1 is standard teacher forcing
   double jitter = 0.0;         ///< σ of Uniform(-σ, σ) noise added to the carried state (paper: 0.02)
   double mixin_prob = 0.0;     ///< per sequence and pass ≥ 2: probability of a plain prefix
+  bool mixin_per_sequence = false;  ///< one prefix draw per sequence for all passes (else one per pass)
   bool detach = false;         ///< stop gradients between passes (ablation; paper: off)
   bool checkpoint = false;     ///< recompute each pass's stack in backward (activation checkpointing)
   double later_weight = 1.0;   ///< λ in L1 + λ·mean(L2..LK)
@@ -49,11 +50,12 @@ PassOutput forward_passes(FBT& model, const torch::Tensor& tokens, const torch::
 /// Feedback states for the next pass: shift_right(h) [B,T,D] with zeros at position 0.
 torch::Tensor shift_right(const torch::Tensor& h);
 
-/// The stack input of a pass after the first (SPEC §4–5): position t takes
-/// fuse(state[t-1], e_n[t]) unless plain[b,t] is true, where it takes e_n[t]. e_n [B,T,D] is the
-/// plain input (FBT::plain_input: the normalised embedding, or for block llama the raw one), state [B,T,D] the previous pass's feedback states
-/// (unshifted), plain [B,T] bool (FBT::plain_positions, possibly with a plain prefix). Returns
-/// [B,T,D].
+/// The stack input of a pass after the first (SPEC §4–5; FBT::feedback_input): position t takes
+/// fuse(state[t-1], e_n[t]) unless plain[b,t] is true, where it takes the plain input (e_n[t];
+/// RMSNorm_in(e_n[t]) with model.input_norm = listing3). e_n [B,T,D] is FBT::plain_input (the
+/// normalised embedding, or the raw one for block llama and for listing3), state [B,T,D] the
+/// previous pass's feedback states (unshifted), plain [B,T] bool (FBT::plain_positions, possibly
+/// with a plain prefix). Returns [B,T,D].
 torch::Tensor fused_pass_input(FBT& model, const torch::Tensor& e_n, const torch::Tensor& state,
                                const torch::Tensor& plain);
 

@@ -43,6 +43,10 @@ enum class CooldownShape { Linear, OneMinusSqrt };
 /// Matmul precision: auto = bf16 autocast on CUDA, fp32 on the CPU; fp32; bf16 = autocast on any
 /// device. Master weights, optimiser state and the loss stay fp32 in every case.
 enum class Precision { Auto, FP32, BF16 };
+/// How often the prefix mixin draws a sequence's plain prefix (SPEC §5; issue 23): anew in every
+/// pass ≥ 2 (per_pass, the default), or once per sequence for all its passes (per_sequence:
+/// then SPEC §5's exactness for t < p + k − 1 holds for the training forward too).
+enum class MixinDraw { PerPass, PerSequence };
 
 template <>
 const EnumNames<OptimizerKind>& enum_names<OptimizerKind>();
@@ -52,6 +56,8 @@ template <>
 const EnumNames<CooldownShape>& enum_names<CooldownShape>();
 template <>
 const EnumNames<Precision>& enum_names<Precision>();
+template <>
+const EnumNames<MixinDraw>& enum_names<MixinDraw>();
 
 /// Upper bounds of TrainConfig's settings (TrainConfig::validate): counts of steps or tokens,
 /// sequences per micro-batch, tokens per sequence, and real-valued factors (learning rates, decay,
@@ -95,7 +101,8 @@ struct TrainConfig {
   uint64_t seed = 1337;
   PassSchedule pass_schedule;
   double jitter = 0.02;          ///< σ of the state noise in passes ≥ 2 (SPEC §5)
-  double mixin_prob = 0.3;       ///< prefix-mixin probability per sequence and pass
+  double mixin_prob = 0.3;       ///< prefix-mixin probability per sequence (and pass, if per_pass)
+  MixinDraw mixin_draw = MixinDraw::PerPass;
   bool detach = false;           ///< stop gradients between passes (ablation)
   bool activation_checkpointing = false;
   double later_weight = 1.0;     ///< λ
@@ -136,6 +143,7 @@ struct TrainConfig {
     f("pass_schedule", pass_schedule);
     f("jitter", jitter);
     f("mixin_prob", mixin_prob);
+    f("mixin_draw", mixin_draw);
     f("detach", detach);
     f("activation_checkpointing", activation_checkpointing);
     f("later_weight", later_weight);
