@@ -370,6 +370,17 @@ def cases():
     add("synth-registers-0", ["synth", "--task", "registers", "--registers", "0", "--out", "s3.jsonl"],
         "--registers")
     add("synth-out-is-dir", ["synth", "--task", "memory", "--out", "corpus"], "corpus")
+    add("synth-arithmetic-min-ops-0", ["synth", "--task", "arithmetic", "--min-ops", "0", "--out", "s5.jsonl"],
+        "--min-ops")
+    add("synth-arithmetic-max-below-min", ["synth", "--task", "arithmetic", "--min-ops", "3", "--max-ops", "2",
+                                           "--out", "s6.jsonl"], "--max-ops")
+    add("synth-arithmetic-skip-fraction-1.5", ["synth", "--task", "arithmetic", "--skip-fraction", "1.5",
+                                               "--out", "s7.jsonl"], "--skip-fraction")
+    add("synth-arithmetic-registers", ["synth", "--task", "arithmetic", "--registers", "3", "--out", "s8.jsonl"],
+        "--registers")
+    add("synth-memory-min-ops", ["synth", "--task", "memory", "--min-ops", "3", "--out", "s9.jsonl"], "--min-ops")
+    add("eval-arithmetic-no-data", ["eval", "arithmetic", "--checkpoint", "run", "--data-dir", "tasks"],
+        "arithmetic/test.jsonl")
     add("probe-not-jsonl", ["eval-probe", "prompt.txt", "--checkpoint", "run"], "prompt.txt")
     add("probe-folds-1", ["eval-probe", "mem.jsonl", "--checkpoint", "run", "--folds", "1"], "--folds")
     add("probe-l2-negative", ["eval-probe", "mem.jsonl", "--checkpoint", "run", "--l2", "-1"], "--l2")

@@ -179,7 +179,7 @@ std::string samples_file(const EvalArgs& a) {
 void check_chat_tasks(const std::vector<std::string>& mc, const std::vector<std::string>& gen) {
   if (!mc.empty())
     throw Error("--prompt-format chat: task " + mc.front() +
-                " is scored by log-likelihood of a plain prompt; chat prompts are for gsm8k and math500");
+                " is scored by log-likelihood of a plain prompt; chat prompts are for gsm8k, math500 and arithmetic");
   for (const auto& name : gen) check_chat_task(*find_gen_task(name));
 }
 
@@ -321,7 +321,7 @@ void add_eval_command(CLI::App& app) {
       ->check(integer_range(1, 1024));
   cmd->add_option("--prompt-format", a->prompt_format,
                   "Generation: plain (the task's few-shot text prompt) or chat (each problem one user turn "
-                  "through the model's chat template, stopping at its end-of-turn token; gsm8k, math500; "
+                  "through the model's chat template, stopping at its end-of-turn token; gsm8k, math500, arithmetic; "
                   "--shots then defaults to 0, and shots become earlier turns)")
       ->check(CLI::IsMember({"plain", "chat"}))
       ->capture_default_str();

@@ -42,7 +42,7 @@ DEFAULT_CONFIG = {
     "d_ff": 176, "context": 64, "window": 0, "full_attention_every": 6,
     "rope_theta": 10000.0, "norm_eps": 1e-6, "init_std": 0.02, "fusion_gate_init_std": 0.02,
     "residual_scale": 0.0, "fusion": "glu", "feedback_state": "post_norm",
-    "doc_separator_id": -1,
+    "doc_separator_id": -1, "input_norm": "every_pass", "fusion_init": "identity",
 }
 
 # The keys of the Llama block family (issue 17): the reference implements the paper's block only,
@@ -76,6 +76,8 @@ class Config:
         assert self.d_model % self.n_heads == 0 and self.n_heads % self.n_kv_heads == 0
         assert self.fusion in ("glu", "glu_plus_token")
         assert self.feedback_state in ("post_norm", "pre_norm")
+        assert self.input_norm in ("every_pass", "listing3")
+        assert self.fusion_init in ("identity", "uniform")
 
     @classmethod
     def preset(cls, name):
@@ -237,16 +239,29 @@ class FBT(nn.Module):
             for name, p in self.named_parameters():
                 if "norm" not in name:
                     p.normal_(0.0, c.init_std)
-            nn.init.eye_(self.fusion.w_u.weight)  # W_U = I
-            self.fusion.w_g.weight.normal_(0.0, c.fusion_gate_init_std)
+            if c.fusion_init == "identity":
+                nn.init.eye_(self.fusion.w_u.weight)  # W_U = I
+                self.fusion.w_g.weight.normal_(0.0, c.fusion_gate_init_std)
+            else:  # uniform with std 1/sqrt(D) (the first author's nanochat init)
+                a = (3.0 / c.d_model) ** 0.5
+                self.fusion.w_u.weight.uniform_(-a, a)
+                self.fusion.w_g.weight.uniform_(-a, a)
 
     # -- pieces composed by the K-pass forward and the decoders
-    def plain_input(self, tokens):  # RMSNorm_in(Embed(x)) [B,T,D]
-        return self.input_norm(self.embedding(tokens))
+    def plain_input(self, tokens):  # pass 1: RMSNorm_in(Embed(x)), or Embed(x) for Listing 3 [B,T,D]
+        e = self.embedding(tokens)
+        return e if self.config.input_norm == "listing3" else self.input_norm(e)
 
-    def fused_input(self, h_prev, e_n):  # RMSNorm_in(g) or RMSNorm_in(g + e_n)
+    def fused_input(self, h_prev, e_plain):  # RMSNorm_in(g) or RMSNorm_in(g + e_n)
+        e_n = self.input_norm(e_plain) if self.config.input_norm == "listing3" else e_plain
         g = self.fusion(h_prev, e_n)
         return self.input_norm(g if self.config.fusion == "glu" else g + e_n)
+
+    def feedback_rows(self, h_prev, e_plain, plain):
+        """A later pass's input: plain rows keep e_plain (Listing 3 normalises every row of a
+        later pass, the plain ones too), the others are fused with h_prev."""
+        kept = self.input_norm(e_plain) if self.config.input_norm == "listing3" else e_plain
+        return torch.where(plain, kept, self.fused_input(h_prev, e_plain))
 
     def plain_positions(self, tokens):  # bool [B,T]: position 0 and document starts
         plain = torch.zeros_like(tokens, dtype=torch.bool)
@@ -330,7 +345,7 @@ def forward_passes(model, tokens, targets, passes, jitter=0.0, mixin_prob=0.0, z
             if jitter > 0:
                 h = h + (torch.rand(h.shape, generator=generator) * 2 - 1) * jitter
             plain = always_plain | prefix_mask(B, T, mixin_prob, generator)
-            u = torch.where(plain.unsqueeze(-1), e_n, model.fused_input(shift_right(h), e_n))
+            u = model.feedback_rows(shift_right(h), e_n, plain.unsqueeze(-1))
         x = model.stack(u)
         if k < passes:
             state = model.feedback_state(x)
@@ -453,10 +468,9 @@ def decode_step(model, tokens, mode, cache):
     after the document separator. Returns logits [B,V]."""
     e_n = model.plain_input(tokens.view(-1, 1))  # [B,1,D]
     if mode == "soft":
-        u = model.fused_input(cache.h_prev.unsqueeze(1), e_n)
         sep = model.config.doc_separator_id
-        if sep >= 0:
-            u = torch.where((cache.last_token == sep).view(-1, 1, 1), e_n, u)
+        plain = (cache.last_token == sep) if sep >= 0 else torch.zeros_like(cache.last_token, dtype=torch.bool)
+        u = model.feedback_rows(cache.h_prev.unsqueeze(1), e_n, plain.view(-1, 1, 1))
     else:
         u = e_n
     x = model.stack(u, cache=cache)

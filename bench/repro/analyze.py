@@ -19,6 +19,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reasoning_report  # noqa: E402
 import recipes  # noqa: E402
 
 NANOGPT_VAL = 1.88  # nanoGPT README, CPU shakespeare_char config after 2000 iterations
@@ -518,7 +519,39 @@ def setting_report(md, setting, runs, info, svg_dir, svg_rel, quick):
         md.append("The paper's schedule (feedback only in the last 25% of steps) next to the winner:")
         md.append("")
         contraction_plot(md, groups, [winner, "paper"], setting, svg_dir, svg_rel, tag, "_paper")
+    if setting == "A":
+        faithful_section(md, groups, setting)
     return groups, winner, mult
+
+
+def faithful_section(md, groups, setting):
+    """Issue 23: the paper-faithful recipes (recipes.FAITHFUL_A) next to the standard transformer,
+    and each one's gap to the standard transformer of the same seed."""
+    names = [n for n in recipes.FAITHFUL_A if groups.get(n)]
+    if not names:
+        return
+    md.append("### Paper-faithful runs (issue 23; mean ± sd over seeds)")
+    md.append("")
+    md.append("The paper's schedule and `glu` fusion with the paper's Listing-3 input norm (`l3`), the first "
+              "author's uniform fusion init (`uinit`), one prefix draw per sequence (`seqmix`); and the "
+              "author's variant. " + "; ".join(f"`{n}`: {recipes.resolve(setting, n)[0]}" for n in names) + ".")
+    md.append("")
+    final_table(md, groups, ["std x1"] + names, setting)
+    std = {r["seed"]: metric(r, "std") for r in groups.get("std x1", [])}
+    md.append("Gap to the standard transformer of the same seed at the same N (negative = FBT better), "
+              "nats/token: fused(1) and standard on the whole val split, sequential soft on the slice "
+              "(minus the slice's standard loss of the same run, plus its val standard loss).")
+    md.append("")
+    md.append("| run | seeds | standard − std | fused(1) − std | soft − std |")
+    md.append("|---|---|---|---|---|")
+    for n in names:
+        g = [r for r in groups[n] if r["seed"] in std]
+        if not g:
+            continue
+        gap = lambda f: fmt(mean_std([f(r) - std[r["seed"]] for r in g]), 3)  # noqa: E731
+        md.append(f"| {label(n)} | {len(g)} | {gap(lambda r: metric(r, 'std'))} | {gap(lambda r: metric(r, 'f1'))} | "
+                  f"{gap(lambda r: metric(r, 'seq') - metric(r, 'slice_std') + metric(r, 'std'))} |")
+    md.append("")
 
 
 def diff_stats(groups, a, ka, b, kb):
@@ -633,6 +666,14 @@ def main():
         md.append(f"### Setting {setting}: what the numbers say")
         md.append("")
         conclusion(md, groups, winner, mult, setting)
+    reasoning = os.path.join(a.runs, "reasoning")
+    if os.path.isdir(reasoning):
+        md.append("## Reasoning benchmark: the first author's pipeline on `fbt synth --task arithmetic` (issue 23)")
+        md.append("")
+        md.append("`bench/repro/reasoning.sh` (setup in its header): pretraining on TinyStories + worked problems, "
+                  "FBT with K=2 for the last third, SFT (FBT K=3), zero-shot chat evaluation.")
+        md.append("")
+        md += reasoning_report.report(reasoning)
     if a.notes and os.path.exists(a.notes):
         md.append(open(a.notes).read())
     with open(a.out, "w") as f:

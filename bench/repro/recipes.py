@@ -6,6 +6,7 @@ Usage:
   recipes.py winner RUNS_DIR NAMES              # the sweep winner by the rule in pick_winner()
   recipes.py baselines SETTING NAMES            # the standard-transformer controls NAMES need
   recipes.py describe SETTING RECIPE            # one-line description
+  recipes.py faithful                           # issue 23's paper-faithful recipes (Setting A)
 
 A recipe name is a base recipe, optionally with suffixes:
   +nodeep   the deepest K of every phase removed, its probability moved to the next deepest K
@@ -23,6 +24,10 @@ PAPER = [{"until_fraction": 0.75, "passes_probabilities": {"1": 1}},
          {"until_fraction": 1, "passes_probabilities": {"2": 0.88, "3": 0.12}}]
 E23 = [{"until_fraction": 1, "passes_probabilities": {"2": 0.88, "3": 0.12}}]
 E234 = [{"until_fraction": 1, "passes_probabilities": {"2": 0.6, "3": 0.3, "4": 0.1}}]
+# The first author's reproduction (SPEC §11): a standard model, then K=2 on every step for the
+# last third (40k of 60k steps), prefix mixin off.
+AUTHOR = [{"until_fraction": 2 / 3, "passes_probabilities": {"1": 1}},
+          {"until_fraction": 1, "passes_probabilities": {"2": 1}}]
 
 # Setting A: the paper's optimiser recipe (NorMuon 1e-2 + Adam, WSD) with the small-model Adam
 # lr 3e-3 of docs/LOG.md and a 100-step warmup; everything else at fbt's defaults
@@ -48,7 +53,14 @@ RECIPES_A = {
                 dict(BASE_A, pass_schedule=E23), {"fusion": "glu_plus_token"}),
     "e234-tok": ("FBT, K=2/3/4 from step 0, fusion glu_plus_token",
                  dict(BASE_A, pass_schedule=E234), {"fusion": "glu_plus_token"}),
+    "author": ("FBT, the first author's variant: K=1 for 2/3, then K=2 (hard switch), mixin off, "
+               "fusion init uniform std 1/sqrt(D)",
+               dict(BASE_A, pass_schedule=AUTHOR, mixin_prob=0.0), {"fusion_init": "uniform"}),
 }
+# Issue 23's paper-faithful runs (stage `faithful` of setting_a.sh): the paper's schedule and
+# `glu` with Listing 3's input norm and/or the author's fusion init, and the author's variant.
+FAITHFUL_A = ["paper", "paper.l3", "paper.uinit", "paper.l3.uinit", "paper.l3.uinit.seqmix",
+              "author", "author.l3"]
 # Stage-2 sweep axes, applied on top of the stage-1 winner (see stage2_variants()). An axis in
 # SHARED_AXES changes the optimiser recipe that the standard transformer shares (the LR
 # schedule), not the feedback: its variants are scored against a standard transformer trained
@@ -67,6 +79,10 @@ STAGE2_A = {
     "wg0.1": ("W_G init std 0.1 (default 0.02)", {}, {"fusion_gate_init_std": 0.1}),
     "wg0.005": ("W_G init std 0.005 (default 0.02)", {}, {"fusion_gate_init_std": 0.005}),
     "wg0.3": ("W_G init std 0.3 (default 0.02)", {}, {"fusion_gate_init_std": 0.3}),
+    "l3": ("input norm of the paper's Listing 3 (raw e in pass 1, every row of later passes normalised)",
+           {}, {"input_norm": "listing3"}),
+    "uinit": ("fusion init uniform std 1/sqrt(D) (the author's; default W_U = I)", {}, {"fusion_init": "uniform"}),
+    "seqmix": ("one prefix-mixin draw per sequence for all passes", {"mixin_draw": "per_sequence"}, {}),
 }
 SHARED_AXES = {"cosine"}
 
@@ -218,6 +234,8 @@ def main(argv):
     elif len(argv) >= 3 and argv[0] == "winner":
         names = argv[2].split(",")
         print(pick_winner(argv[1], names))
+    elif len(argv) >= 1 and argv[0] == "faithful":
+        print("\n".join(FAITHFUL_A))
     elif len(argv) >= 3 and argv[0] == "baselines":
         print("\n".join(sorted({baseline_of(n) for n in argv[2].split(",")})))
     else:

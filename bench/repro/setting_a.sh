@@ -2,7 +2,7 @@
 # Setting A of issue 7: char-level TinyShakespeare (byte tokenizer, nanoGPT's 90/10 split),
 # 4 layers, D=128, 4 heads, context 64, batch 12 (bench/repro/setting_a.json).
 #
-#   bench/repro/setting_a.sh [--quick] [--stage anchor|sweep1|sweep2|final|all]
+#   bench/repro/setting_a.sh [--quick] [--stage anchor|sweep1|sweep2|final|faithful|all]
 #                            [--steps N] [--seeds S] [--winner RECIPE] [--data-dir DIR] [--out DIR]
 #
 # Stages (default all, in this order):
@@ -19,6 +19,10 @@
 #   final   the issue's runs in priority order (see do_final): standard at N, 1.5N, 2N, 3N;
 #           winner; winner without its deepest pass; winner with detach; paper schedule; the
 #           stage-1 winner with every seed (when stage 2 replaced it).
+#   faithful  issue 23: the paper's schedule and `glu` with Listing 3's input norm (l3) and/or
+#           the author's fusion init (uinit), one prefix draw per sequence (seqmix), and the
+#           author's variant (K=1 for 2/3, then K=2, mixin off), each with every seed, next to
+#           the standard transformer at N (recipes.py FAITHFUL_A).
 # The winner is picked by recipes.py: the lowest worst-mode loss (max of fused(1), sequential
 # soft and fused(k<=30)) minus the standard loss of a standard transformer trained with the same
 # optimiser recipe (std at N; std.cosine for the cosine variant); --winner overrides. Runs
@@ -39,7 +43,7 @@ while [ $# -gt 0 ]; do
     --sweep2-axes) axes="$2"; shift 2 ;;
     --data-dir) datadir="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "setting_a.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -119,11 +123,19 @@ do_final() {
     for s in $(seq 1 "$seeds"); do run "$w1" "$s" "$steps"; done
   fi
 }
+do_faithful() {
+  local s r
+  for s in $(seq 1 "$seeds"); do
+    run std "$s" "$steps" "std-x1-s$s"
+    for r in $("$PY" "$R" faithful); do run "$r" "$s" "$steps"; done
+  done
+}
 case "$stage" in
   anchor) do_anchor ;;
   sweep1) do_sweep1 ;;
   sweep2) do_sweep2 ;;
   final) do_final ;;
-  all) do_anchor; do_sweep1; do_sweep2; do_final ;;
+  faithful) do_faithful ;;
+  all) do_anchor; do_sweep1; do_sweep2; do_final; do_faithful ;;
   *) echo "setting_a.sh: unknown stage $stage" >&2; exit 2 ;;
 esac

@@ -30,6 +30,14 @@ GenProblem gsm8k_problem(const nlohmann::json& r) {
   return p;
 }
 
+/// `fbt synth --task arithmetic` (synth_arithmetic.h): GSM8K's prompt and answer check, with the
+/// record's id.
+GenProblem arithmetic_problem(const nlohmann::json& r) {
+  GenProblem p = gsm8k_problem(r);
+  p.id = text_field(r, "id");
+  return p;
+}
+
 /// Minerva / lm-eval minerva_math: "Problem:\n{problem}\n\nSolution:", target " {solution}".
 GenProblem math_problem(const nlohmann::json& r) {
   GenProblem p;
@@ -106,6 +114,10 @@ const std::vector<GenTaskSpec>& builtin_gen_tasks() {
       {"math500", "MATH-500, 4-shot (pool: last 100 records): pass@1 (greedy) of \\boxed{}, median/mean tokens",
        "math500/test.jsonl", F::JsonLines, {0, -100}, "", {-100, RecordRange::kEnd}, false, 4, {"Problem:"},
        C::MathBoxed, false, math_problem},
+      {"arithmetic", "fbt synth --task arithmetic problems (arithmetic/test.jsonl; few-shot pool arithmetic/train.jsonl), "
+                     "0-shot: pass@1 (greedy) of '#### N', median/mean tokens",
+       "arithmetic/test.jsonl", F::JsonLines, {}, "arithmetic/train.jsonl", {}, false, 0, {"Question:", "\n\n"},
+       C::Gsm8kNumber, false, arithmetic_problem},
       {"humaneval", "HumanEval, 0-shot: pass@k from n samples per temperature (sandboxed)",
        "humaneval/HumanEval.jsonl.gz", F::GzipJsonLines, {}, "", {0, 0}, true, 0,
        {"\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#"}, C::Program, true, humaneval_problem},
@@ -166,7 +178,7 @@ std::string build_gen_prompt(const GenTaskSpec& task, const GenTaskData& data, i
 void check_chat_task(const GenTaskSpec& task) {
   if (task.check == AnswerCheck::Program)
     throw Error("--prompt-format chat: task " + task.name +
-                " continues a program and has no chat prompt (chat prompts: gsm8k, math500)");
+                " continues a program and has no chat prompt (chat prompts: gsm8k, math500, arithmetic)");
 }
 
 std::vector<ChatMessage> build_gen_chat(const GenTaskSpec& task, const GenTaskData& data, int64_t item, int64_t shots,

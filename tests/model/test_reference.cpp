@@ -72,7 +72,10 @@ std::vector<ReferenceCase> cases() {
   ablation.n_layers = 3;
   ablation.window = 8;  // layers 0 and 2 slide, layer 1 is full
   ablation.full_attention_every = 2;
-  return {{"glu_post_norm", paper}, {"glu_plus_token_pre_norm_windowed", ablation}};
+  auto listing3 = paper;  // issue 23: the paper's Listing-3 input norm and the author's fusion init
+  listing3.input_norm = InputNorm::Listing3;
+  listing3.fusion_init = FusionInit::Uniform;
+  return {{"glu_post_norm", paper}, {"glu_plus_token_pre_norm_windowed", ablation}, {"glu_listing3_uniform", listing3}};
 }
 
 // K = 3 passes, jitter 0, mixin 0, z-loss 1e-5: per-pass cross-entropy, z-loss and the total
