@@ -298,16 +298,20 @@ torch::Tensor FBTImpl::plain_input(const torch::Tensor& e) {
   return plain_input_is_normalised() ? input_norm_(e) : e;
 }
 
-torch::Tensor FBTImpl::fused_input(const torch::Tensor& h_prev, const torch::Tensor& e_plain) {
-  auto e_n = plain_input_is_normalised() ? e_plain : input_norm_(e_plain);  // RMSNorm_in(e)
+torch::Tensor FBTImpl::fuse_normalised(const torch::Tensor& h_prev, const torch::Tensor& e_n) {
   auto g = fusion_(h_prev, e_n);
   return config_.fusion == Fusion::Glu ? input_norm_(g) : input_norm_(g + e_n);
 }
 
+torch::Tensor FBTImpl::fused_input(const torch::Tensor& h_prev, const torch::Tensor& e_plain) {
+  return fuse_normalised(h_prev, plain_input_is_normalised() ? e_plain : input_norm_(e_plain));
+}
+
 torch::Tensor FBTImpl::feedback_input(const torch::Tensor& h_prev, const torch::Tensor& e_plain,
                                       const torch::Tensor& plain) {
-  auto plain_rows = config_.input_norm == InputNorm::Listing3 ? input_norm_(e_plain) : e_plain;
-  return torch::where(plain, plain_rows, fused_input(h_prev, e_plain));
+  auto e_n = plain_input_is_normalised() ? e_plain : input_norm_(e_plain);  // RMSNorm_in(e), once
+  auto plain_rows = config_.input_norm == InputNorm::Listing3 ? e_n : e_plain;
+  return torch::where(plain, plain_rows, fuse_normalised(h_prev, e_n));
 }
 
 torch::Tensor FBTImpl::plain_positions(const torch::Tensor& tokens) const {

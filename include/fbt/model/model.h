@@ -187,6 +187,8 @@ class FBTImpl : public torch::nn::Module {
   void build();  // the constructor's work: registers the modules and initialises the weights
   /// Whether plain_input already applies RMSNorm_in (block fbt with input_norm every_pass).
   bool plain_input_is_normalised() const;
+  /// RMSNorm_in(g) or RMSNorm_in(g + e_n), g = LatentFusion(h_prev, e_n); e_n = RMSNorm_in(e).
+  torch::Tensor fuse_normalised(const torch::Tensor& h_prev, const torch::Tensor& e_n);
   ModelConfig config_;
   torch::nn::Embedding embedding_{nullptr};
   torch::nn::Linear lm_head_{nullptr};  ///< only with tie_embeddings = false
