@@ -39,11 +39,13 @@ def load_dir(d):
     run["seed"] = int(m.group(1)) if m else 1
     m = re.match(r"std-x([\d.]+)-s\d+$", run["dir"])
     run["budget_x"] = float(m.group(1)) if m else None
+    m = re.match(r".+@x([\d.]+)-s\d+$", run["dir"])  # setting_a.sh --stage length: RECIPE@xM-sS
+    run["curve_x"] = float(m.group(1)) if m else None
     wall = json.load(open(os.path.join(d, "wall.json")))
     run["wall"] = wall
     rj = json.load(open(os.path.join(d, "run.json")))
     run["runjson"] = rj
-    last, steps_line = None, None
+    last = None
     with open(os.path.join(d, "metrics.jsonl")) as f:
         for line in f:
             j = json.loads(line)
@@ -71,7 +73,7 @@ def load_setting(path):
             info = json.load(open(os.path.join(path, name)))
         except OSError:
             pass
-    for name in ("winner.txt", "winner_sweep1.txt"):
+    for name in ("winner.txt", "winner_sweep1.txt", "length_recipe.txt"):
         try:
             info[name] = open(os.path.join(path, name)).read().strip()
         except OSError:
@@ -93,13 +95,12 @@ def mean_std(xs):
     return statistics.mean(xs), statistics.stdev(xs), len(xs)
 
 
-def fmt(ms, digits=3):
+def fmt(ms, digits=3, signed=False):
     m, s, n = ms
     if m is None:
         return "—"
-    if s is None:
-        return f"{m:.{digits}f}"
-    return f"{m:.{digits}f} ± {s:.{digits}f}"
+    v = f"{m:+.{digits}f}" if signed else f"{m:.{digits}f}"
+    return v if s is None else f"{v} ± {s:.{digits}f}"
 
 
 def metric(run, key):
@@ -138,11 +139,21 @@ def metric(run, key):
     raise KeyError(key)
 
 
+def key_of(r):
+    """A run's group: `std xM` for the standard transformer at M·N, `RECIPE@xM` for a recipe of the
+    feedback-length curve at M·N, else the recipe (at N)."""
+    if r["budget_x"] is not None:
+        return f"std x{r['budget_x']:g}"
+    if r["curve_x"] is not None:
+        return f"{r['recipe']}@x{r['curve_x']:g}"
+    return r["recipe"]
+
+
 def group(runs, pred):
     g = {}
     for r in runs.values():
         if pred(r):
-            g.setdefault(r["recipe"] if r["budget_x"] is None else f"std x{r['budget_x']:g}", []).append(r)
+            g.setdefault(key_of(r), []).append(r)
     return g
 
 
@@ -330,7 +341,6 @@ def multiplier_section(md, runs, groups, winner, setting, N_tokens, svg_dir, svg
     if not std_runs:
         md.append("No standard-budget runs: no token multiplier.\n")
         return {}
-    seeds = sorted({r["seed"] for r in std_runs})
     # mean curve
     by_x = {}
     for r in std_runs:
@@ -425,7 +435,6 @@ def setting_report(md, setting, runs, info, svg_dir, svg_rel, quick):
     groups = group(runs, lambda r: True)
     winner = info.get("winner.txt")
     steps = info.get("steps")
-    seeds_all = sorted({r["seed"] for r in runs.values()})
     # --- anchor
     anchor = groups.get("anchor-adamw")
     if anchor:
@@ -439,7 +448,8 @@ def setting_report(md, setting, runs, info, svg_dir, svg_rel, quick):
         md.append("")
     # --- sweep
     sweep = [n for n in groups if n not in ("anchor-adamw",) and not n.startswith("std x")
-             and "+" not in n]  # FBT recipes and the std.AXIS controls
+             and "+" not in n and "@x" not in n
+             and (n == "paper" or n not in recipes.FAITHFUL_A)]  # FBT recipes and the std.AXIS controls
     if setting == "B" and winner:  # no sweep on B: the recipe comes from Setting A
         md.append(f"Recipe under test: Setting A's winner **{winner}** — {recipes.resolve(setting, winner)[0]}; "
                   "carried over with only the warmup changed (N/10 steps, as for every Setting B run; Setting B has no "
@@ -519,8 +529,6 @@ def setting_report(md, setting, runs, info, svg_dir, svg_rel, quick):
         md.append("The paper's schedule (feedback only in the last 25% of steps) next to the winner:")
         md.append("")
         contraction_plot(md, groups, [winner, "paper"], setting, svg_dir, svg_rel, tag, "_paper")
-    if setting == "A":
-        faithful_section(md, groups, setting)
     return groups, winner, mult
 
 
@@ -548,10 +556,118 @@ def faithful_section(md, groups, setting):
         g = [r for r in groups[n] if r["seed"] in std]
         if not g:
             continue
-        gap = lambda f: fmt(mean_std([f(r) - std[r["seed"]] for r in g]), 3)  # noqa: E731
-        md.append(f"| {label(n)} | {len(g)} | {gap(lambda r: metric(r, 'std'))} | {gap(lambda r: metric(r, 'f1'))} | "
-                  f"{gap(lambda r: metric(r, 'seq') - metric(r, 'slice_std') + metric(r, 'std'))} |")
+        gap = lambda k: fmt(mean_std([mode_loss(r, k) - std[r["seed"]] for r in g]), 3, signed=True)  # noqa: E731
+        md.append(f"| {label(n)} | {len(g)} | {gap('std')} | {gap('f1')} | {gap('seq')} |")
     md.append("")
+    knob_section(md, groups)
+
+
+# Knob effects of the faithful stage: (label, recipe, recipe it differs from by that one choice).
+KNOB_PAIRS = [("Listing 3's input norm (our fusion init)", "paper.l3", "paper"),
+              ("Listing 3's input norm (author's fusion init)", "paper.l3.uinit", "paper.uinit"),
+              ("author's fusion init (our input norm)", "paper.uinit", "paper"),
+              ("author's fusion init (Listing 3's input norm)", "paper.l3.uinit", "paper.l3"),
+              ("one prefix draw per sequence", "paper.l3.uinit.seqmix", "paper.l3.uinit"),
+              ("Listing 3's input norm in the author's variant", "author.l3", "author")]
+
+
+def mode_loss(r, key):
+    """A run's val loss in one mode: fused(k) (`fK`) and its own standard prefill (`std`) on the whole
+    val split; the sequential soft loss (`seq`) on the slice, moved to the val scale (minus the
+    run's slice standard loss, plus its val standard loss)."""
+    if key == "seq":
+        return metric(r, "seq") - metric(r, "slice_std") + metric(r, "std")
+    return metric(r, key)
+
+
+def gap_to_std(r, key, std_run):
+    """mode_loss(r, key) minus the val loss of the standard transformer `std_run` (same seed, steps)."""
+    return mode_loss(r, key) - metric(std_run, "std")
+
+
+def knob_section(md, groups):
+    """Issue 23, item 2: which of the paper's and the author's choices matters, as paired
+    per-seed differences between recipes that differ in one choice."""
+    rows = []
+    for what, a, b in KNOB_PAIRS:
+        for key, mode in (("f1", "fused(1)"), ("seq", "sequential soft"), ("std", "standard prefill")):
+            ga, gb = groups.get(a, []), {r["seed"]: r for r in groups.get(b, [])}
+            d = [mode_loss(r, key) - mode_loss(gb[r["seed"]], key) for r in ga if r["seed"] in gb]
+            if d:
+                rows.append((what, a, b, mode, d))
+    if not rows:
+        return
+    md.append("Which choice matters: paired per-seed differences (same seed) between two recipes that differ in "
+              "that one choice, in nats/token; negative = the choice lowers the loss.")
+    md.append("")
+    md.append("| choice | runs compared | mode | difference (mean ± sd) | seeds | same sign in every seed |")
+    md.append("|---|---|---|---|---|---|")
+    for what, a, b, mode, d in rows:
+        same = len(d) > 1 and (all(x < 0 for x in d) or all(x > 0 for x in d))
+        md.append(f"| {what} | {a} − {b} | {mode} | {fmt(mean_std(d), 3, signed=True)} | {len(d)} | {'yes' if same else ('—' if len(d) == 1 else 'no')} |")
+    md.append("")
+
+
+def feedback_onset(setting, name):
+    """The fraction of training before the first phase with K > 1 (0 when feedback starts at step 0)."""
+    phases = recipes.resolve(setting, name)[1]["pass_schedule"]
+    first = phases[0]
+    return first["until_fraction"] if set(first["passes_probabilities"]) == {"1"} else 0.0
+
+
+def length_section(md, groups, setting, info, svg_dir, svg_rel, tag):
+    """Issue 23, item 3: the gap of fused(1), fused(2) and sequential soft to the standard transformer
+    of the same seed and steps, against the number of steps with feedback (K > 1)."""
+    best = info.get("length_recipe.txt")
+    steps = info.get("steps")
+    xs = sorted({float(k.split("@x")[1]) for k in groups if "@x" in k})
+    if not best or not xs or not steps:
+        return
+    md.append("### How long must the feedback phase be? (issue 23; gaps to the standard transformer of the same seed and steps)")
+    md.append("")
+    md.append(f"The paper-schedule recipe of the faithful runs with the lowest mean fused(1) − standard (`recipes.py faithful_best`): "
+              f"**{best}** — {recipes.resolve(setting, best)[0]}; and the author's variant (`author`). Each at M·N steps "
+              f"(N = {steps}) with the standard transformer at M·N steps and the same seed (`std xM`); M = 1 is the faithful "
+              "stage's run. Gap = loss − the standard transformer's val loss, nats/token (negative = FBT better); sequential "
+              "soft on the slice, moved to the val scale. The WSD schedule, warmup and batch are the same at every M.")
+    md.append("")
+    md.append("| recipe | M | steps | feedback steps | seeds | std transformer | standard − std | fused(1) − std | fused(2) − std | soft − std |")
+    md.append("|---|---|---|---|---|---|---|---|---|---|")
+    series = {}
+    for rec in (best, "author"):
+        onset = feedback_onset(setting, rec)
+        for x in [1.0] + xs:
+            g = groups.get(rec if x == 1.0 else f"{rec}@x{x:g}", [])
+            std = {r["seed"]: r for r in groups.get(f"std x{x:g}", [])}
+            g = [r for r in g if r["seed"] in std]
+            if not g:
+                continue
+            n = g[0]["steps"]
+            fb = round(n * (1 - onset))
+            cells = {}
+            for key in ("std", "f1", "f2", "seq"):
+                cells[key] = mean_std([gap_to_std(r, key, std[r["seed"]]) for r in g])
+            md.append(f"| {rec} | {x:g} | {n} | {fb} | {len(g)} (s{','.join(str(r['seed']) for r in sorted(g, key=lambda r: r['seed']))}) | "
+                      f"{fmt(mean_std([metric(std[r['seed']], 'std') for r in g]), 3)} | "
+                      + " | ".join(fmt(cells[k], 3, signed=True) for k in ("std", "f1", "f2", "seq")) + " |")
+            for key in ("f1", "f2", "seq"):
+                m_, s_, _ = cells[key]
+                series.setdefault((rec, key), []).append((fb, m_, s_))
+    md.append("")
+    names = {"f1": "fused(1)", "f2": "fused(2)", "seq": "seq. soft"}
+    plot = []
+    for i, ((rec, key), pts) in enumerate(sorted(series.items(), key=lambda t: (t[0][0] != best, t[0][1]))):
+        plot.append({"name": f"{'author' if rec == 'author' else rec} {names[key]}", "pts": pts,
+                     "color": COLORS[("f1", "f2", "seq").index(key) + (3 if rec == "author" else 0)],
+                     "marker": "o" if rec == best else "s"})
+    fn = f"{tag}_feedback_length.svg"
+    if svg_plot(os.path.join(svg_dir, fn), f"Setting {setting}: FBT minus standard transformer vs feedback steps",
+                "steps with feedback (log scale)", "loss − standard, nats/token", plot, xlog=True,
+                hlines=[(0.0, "standard", "#7f7f7f")]):
+        md.append(f"![gap vs feedback steps]({svg_rel}/{fn})")
+        md.append("")
+        md.append("Error bars: ± one standard deviation over seeds (points with one seed have none).")
+        md.append("")
 
 
 def diff_stats(groups, a, ka, b, kb):
@@ -592,7 +708,7 @@ def conclusion(md, groups, winner, mult, setting):
         md.append(line("paper schedule, fused(2)", diff_stats(groups, "paper", "f2", "std x1", "std")))
     nd = winner + "+nodeep"
     if nd in groups:
-        md.append(line(f"without the deepest pass, fused(30) (slice) vs standard (slice)",
+        md.append(line("without the deepest pass, fused(30) (slice) vs standard (slice)",
                        diff_stats(groups, nd, "c30", "std x1", "slice_std")))
     dt = winner + "+detach"
     if dt in groups:
@@ -610,15 +726,111 @@ def conclusion(md, groups, winner, mult, setting):
     md.append("")
 
 
+def setting_header(md, runs, info):
+    """The model, data, evaluation and software of a setting's runs; the runs done and their wall time."""
+    first = next(iter(runs.values()))
+    rj = first["runjson"]
+    mc = rj["config"]["model"]
+    meta = info.get("meta", {})
+    sp = meta.get("splits", {})
+    md.append(f"Model: {mc['n_layers']} layers, D={mc['d_model']}, {mc['n_heads']} heads "
+              f"({mc['n_kv_heads']} kv), d_ff={mc['d_ff']}, context {mc['context']}, vocab {mc['vocab_size']}, "
+              f"{rj['parameters']:,} parameters. Tokenizer {meta.get('tokenizer', {}).get('type', '?')}; "
+              f"train {sp.get('train', {}).get('tokens', 0):,} / val {sp.get('val', {}).get('tokens', 0):,} tokens. "
+              f"Batch {rj['config']['train']['batch_size']} × {rj['config']['train']['seq_len'] or mc['context']} tokens. "
+              f"Eval: val loss on {'the whole val split' if info.get('eval_max_tokens', -1) == -1 else str(info.get('eval_max_tokens')) + ' val tokens'}, "
+              f"sequential soft loss and contraction on {info.get('slice_tokens')} val tokens (windows spread evenly over the split). "
+              f"fbt {rj.get('git_sha')}, libtorch {rj.get('torch_version')}, {rj.get('threads')} thread(s), "
+              f"{first['wall'].get('cpus')}-CPU machine.")
+    md.append("")
+    seeds = {}
+    for r in runs.values():
+        seeds.setdefault(key_of(r), []).append(r["seed"])
+    md.append("Runs done (recipe: seeds): " + "; ".join(f"{k}: {sorted(v)}" for k, v in sorted(seeds.items())) + ".")
+    tw = sum(r["wall"]["train_s"] + r["wall"]["eval_val_s"] + r["wall"]["eval_slice_s"] for r in runs.values())
+    md.append(f"Total wall time of these runs (train + eval): {tw / 60:.1f} min.")
+    md.append("")
+
+
+SPLICE_BEGIN = "<!-- issue 23: generated by bench/repro/analyze.py --splice; begin -->"
+SPLICE_END = "<!-- issue 23: end -->"
+
+
+def reasoning_part(md, runs_dir):
+    reasoning = os.path.join(runs_dir, "reasoning")
+    if not os.path.isdir(reasoning):
+        return
+    md.append("## Reasoning benchmark: the first author's pipeline on `fbt synth --task arithmetic` (issue 23)")
+    md.append("")
+    md.append("`bench/repro/reasoning.sh` (setup in its header): pretraining on TinyStories + worked problems, "
+              "FBT with K=2 for the last third, SFT (FBT K=3), zero-shot chat evaluation.")
+    md.append("")
+    md += reasoning_report.report(reasoning)
+
+
+def issue23_part(runs_dir, svg_dir, svg_rel, notes):
+    """Issue 23's sections alone (Setting A's paper-faithful runs and feedback-length curve, the
+    reasoning benchmark, the notes), for --splice."""
+    md = [SPLICE_BEGIN, "",
+          "## Issue 23: the paper's normalisation and initialisation, the feedback-phase length, a reasoning task",
+          "",
+          f"Generated by `bench/repro/analyze.py --runs {runs_dir}` (`--splice FILE`: these sections alone) on "
+          f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} from the run directories "
+          "(their summaries are kept in `docs/repro/runs/`, `bench/repro/archive.py`); no number here is typed by hand.",
+          ""]
+    path = os.path.join(runs_dir, "A")
+    runs, info = load_setting(path) if os.path.isdir(path) else ({}, {})
+    if runs:
+        md.append("### Setting A runs of issue 23")
+        md.append("")
+        setting_header(md, runs, info)
+        groups = group(runs, lambda r: True)
+        faithful_section(md, groups, "A")
+        length_section(md, groups, "A", info, svg_dir, svg_rel, "a" + ("_quick" if info.get("quick") else ""))
+    reasoning_part(md, runs_dir)
+    if notes and os.path.exists(notes):
+        md.append(open(notes).read())
+    md.append(SPLICE_END)
+    return md
+
+
+def splice(path, block):
+    """Replaces the text between SPLICE_BEGIN and SPLICE_END of `path` with `block` (appends it when
+    the markers are absent); the rest of the file is kept byte for byte. Written to a temporary file
+    and renamed."""
+    text = open(path).read() if os.path.exists(path) else ""
+    new = "\n".join(block)
+    if SPLICE_BEGIN in text and SPLICE_END in text:
+        a, b = text.index(SPLICE_BEGIN), text.index(SPLICE_END) + len(SPLICE_END)
+        text = text[:a] + new + text[b:]
+    else:
+        text = text.rstrip("\n") + "\n\n" + new + "\n"
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", default="runs/repro")
     ap.add_argument("--out", default="docs/results.md")
     ap.add_argument("--svg-dir", default=None, help="default: DIR(out)/repro")
     ap.add_argument("--notes", default=None, help="markdown file appended verbatim (plain-words reading)")
+    ap.add_argument("--notes-issue23", default=None, help="markdown file appended verbatim to issue 23's sections")
+    ap.add_argument("--splice", metavar="FILE", default=None,
+                    help="write only issue 23's sections (Setting A's paper-faithful runs and feedback-length "
+                         "curve, the reasoning benchmark, --notes-issue23) into FILE between its issue-23 markers, "
+                         "keeping the rest of FILE (whose runs need not exist here)")
     a = ap.parse_args()
-    svg_dir = a.svg_dir or os.path.join(os.path.dirname(a.out) or ".", "repro")
-    svg_rel = os.path.relpath(svg_dir, os.path.dirname(os.path.abspath(a.out)) if os.path.dirname(a.out) else ".")
+    out = a.splice or a.out
+    svg_dir = a.svg_dir or os.path.join(os.path.dirname(out) or ".", "repro")
+    svg_rel = os.path.relpath(svg_dir, os.path.dirname(os.path.abspath(out)) if os.path.dirname(out) else ".")
+    if a.splice:
+        os.makedirs(svg_dir, exist_ok=True)
+        splice(a.splice, issue23_part(a.runs, svg_dir, svg_rel, a.notes_issue23))
+        print(f"spliced issue 23's sections into {a.splice}; SVGs in {svg_dir}")
+        return 0
     md = ["# Issue 7: small-scale reproduction of the FBT headline claims",
           "",
           f"Generated by `bench/repro/analyze.py --runs {a.runs}` on "
@@ -638,44 +850,16 @@ def main():
             md.append(f"## Setting {setting}: no finished runs\n")
             continue
         any_runs = True
-        first = next(iter(runs.values()))
-        rj = first["runjson"]
-        mc = rj["config"]["model"]
         md.append(f"## Setting {setting}{' (QUICK smoke run — not a measurement)' if quick else ''}")
         md.append("")
-        meta = info.get("meta", {})
-        sp = meta.get("splits", {})
-        md.append(f"Model: {mc['n_layers']} layers, D={mc['d_model']}, {mc['n_heads']} heads "
-                  f"({mc['n_kv_heads']} kv), d_ff={mc['d_ff']}, context {mc['context']}, vocab {mc['vocab_size']}, "
-                  f"{rj['parameters']:,} parameters. Tokenizer {meta.get('tokenizer', {}).get('type', '?')}; "
-                  f"train {sp.get('train', {}).get('tokens', 0):,} / val {sp.get('val', {}).get('tokens', 0):,} tokens. "
-                  f"Batch {rj['config']['train']['batch_size']} × {rj['config']['train']['seq_len'] or mc['context']} tokens. "
-                  f"Eval: val loss on {'the whole val split' if info.get('eval_max_tokens', -1) == -1 else str(info.get('eval_max_tokens')) + ' val tokens'}, "
-                  f"sequential soft loss and contraction on {info.get('slice_tokens')} val tokens (windows spread evenly over the split). "
-                  f"fbt {rj.get('git_sha')}, libtorch {rj.get('torch_version')}, {rj.get('threads')} thread(s), "
-                  f"{first['wall'].get('cpus')}-CPU machine.")
-        md.append("")
-        seeds = {}
-        for r in runs.values():
-            seeds.setdefault(r["recipe"] if r["budget_x"] is None else f"std x{r['budget_x']:g}", []).append(r["seed"])
-        md.append("Runs done (recipe: seeds): " + "; ".join(f"{k}: {sorted(v)}" for k, v in sorted(seeds.items())) + ".")
-        tw = sum(r["wall"]["train_s"] + r["wall"]["eval_val_s"] + r["wall"]["eval_slice_s"] for r in runs.values())
-        md.append(f"Total wall time of these runs (train + eval): {tw / 60:.1f} min.")
-        md.append("")
+        setting_header(md, runs, info)
         groups, winner, mult = setting_report(md, setting, runs, info, svg_dir, svg_rel, quick)
         md.append(f"### Setting {setting}: what the numbers say")
         md.append("")
         conclusion(md, groups, winner, mult, setting)
-    reasoning = os.path.join(a.runs, "reasoning")
-    if os.path.isdir(reasoning):
-        md.append("## Reasoning benchmark: the first author's pipeline on `fbt synth --task arithmetic` (issue 23)")
-        md.append("")
-        md.append("`bench/repro/reasoning.sh` (setup in its header): pretraining on TinyStories + worked problems, "
-                  "FBT with K=2 for the last third, SFT (FBT K=3), zero-shot chat evaluation.")
-        md.append("")
-        md += reasoning_report.report(reasoning)
     if a.notes and os.path.exists(a.notes):
         md.append(open(a.notes).read())
+    md += issue23_part(a.runs, svg_dir, svg_rel, a.notes_issue23)
     with open(a.out, "w") as f:
         f.write("\n".join(md) + "\n")
     print(f"wrote {a.out} and SVGs in {svg_dir}")

@@ -3,25 +3,30 @@
 # learn on a CPU, `fbt synth --task arithmetic`.
 #
 #   bench/repro/reasoning.sh [--quick] [--seeds S] [--steps N] [--sft-steps M] [--limit L]
-#                            [--data-dir DIR] [--out DIR]
+#                            [--config JSON] [--data-dir DIR] [--out DIR]
 #
-# Per seed, on the `small` preset with the paper's fusion (`glu`) and the author's fusion init:
+# Per seed, on bench/repro/reasoning.json (Setting A's 4 x 128 model with a BPE-4096 vocabulary,
+# context 256, 1.3M parameters, NorMuon + WSD: the largest whose three pretraining runs, three
+# SFTs and evaluations fit in about an hour of one core here) with the paper's fusion (`glu`) and
+# the author's fusion init:
 #   pt-std    pretrain a standard transformer N steps on TinyStories + worked arithmetic solutions;
 #   pt-fbt    the same N steps, K=1 for the first 2/3 and K=2 for the last third (hard switch,
 #             prefix mixin off, jitter 0.02: the author's warm start, in one run);
 #   pt-std2   a standard transformer with the FBT run's compute: 4N/3 steps;
 #   sft-*     SFT on other problems (chat template, loss on the answers): FBT with K=3 (the SFT
 #             default), the standards with K=1; M steps, and 3M for the same-compute standard;
+#             AdamW at lr 1e-3 (the SFT default 1e-4 is for pretrained models 100x larger);
 #   eval      `fbt eval arithmetic --prompt-format chat --shots 0` greedy on L held-out problems:
 #             the FBT model in standard / soft / fused, the standards in standard.
 # bench/repro/reasoning_report.py turns RUNS into tables (accuracy by number of operations,
 # median trace length, paired exact McNemar between modes and against the standards).
-# Defaults: N = 2000, M = 600, L = 300, 3 seeds (not measured end to end on a CPU yet).
+# Defaults: N = 600, M = 200, L = 300, 3 seeds.
 # --quick: 12/6-step runs on small files, L = 12, one seed, into runs/repro-quick/reasoning.
 # FBT=path/to/fbt (default build/fbt); REPRO_CPU=n pins every process to CPU n.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 quick=0 seeds=3 steps="" sft_steps="" limit="" datadir="$REPO/../shared/data" out=""
+config="$REPO/bench/repro/reasoning.json"
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
@@ -29,9 +34,10 @@ while [ $# -gt 0 ]; do
     --steps) steps="$2"; shift 2 ;;
     --sft-steps) sft_steps="$2"; shift 2 ;;
     --limit) limit="$2"; shift 2 ;;
+    --config) config="$2"; shift 2 ;;
     --data-dir) datadir="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "reasoning.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -42,7 +48,7 @@ if [ "$quick" = 1 ]; then
   out="${out:-$REPO/runs/repro-quick/reasoning}"; steps="${steps:-12}"; sft_steps="${sft_steps:-6}"
   limit="${limit:-12}"; seeds=1; n_pt=400 n_sft=200 n_test=40 max_new=64 batch=(train.batch_size=4)
 else
-  out="${out:-$REPO/runs/repro/reasoning}"; steps="${steps:-2000}"; sft_steps="${sft_steps:-600}"
+  out="${out:-$REPO/runs/repro/reasoning}"; steps="${steps:-600}"; sft_steps="${sft_steps:-200}"
   limit="${limit:-300}"; n_pt=8000 n_sft=8000 n_test=1000 max_new=160 batch=()
 fi
 mkdir -p "$out"
@@ -102,11 +108,11 @@ same_compute=$(( (steps * 4 + 1) / 3 ))  # FBT pretraining: 2/3 of N at K=1, 1/3
 for s in $(seq 1 "$seeds"); do
   sets=(--set "train.seed=$s" --set train.eval_every=0 --set train.checkpoint_every=0 --set train.warmup_steps=$(( steps / 20 + 1 )))
   for b in "${batch[@]}"; do sets+=(--set "$b"); done
-  train "$out/pt-std-s$s" "$steps" --config small --data "$pt_data" "${MODEL[@]}" "${sets[@]}" --set "train.pass_schedule=$STD"
-  train "$out/pt-fbt-s$s" "$steps" --config small --data "$pt_data" "${MODEL[@]}" "${sets[@]}" \
+  train "$out/pt-std-s$s" "$steps" --config "$config" --data "$pt_data" "${MODEL[@]}" "${sets[@]}" --set "train.pass_schedule=$STD"
+  train "$out/pt-fbt-s$s" "$steps" --config "$config" --data "$pt_data" "${MODEL[@]}" "${sets[@]}" \
     --set "train.pass_schedule=$AUTHOR" --set train.mixin_prob=0
-  train "$out/pt-std2-s$s" "$same_compute" --config small --data "$pt_data" "${MODEL[@]}" "${sets[@]}" --set "train.pass_schedule=$STD"
-  sft_sets=(--set "train.seed=$s" --set train.eval_every=0 --set train.checkpoint_every=0)
+  train "$out/pt-std2-s$s" "$same_compute" --config "$config" --data "$pt_data" "${MODEL[@]}" "${sets[@]}" --set "train.pass_schedule=$STD"
+  sft_sets=(--set "train.seed=$s" --set train.eval_every=0 --set train.checkpoint_every=0 --set train.lr=1e-3)
   for b in "${batch[@]}"; do sft_sets+=(--set "$b"); done
   train "$out/sft-fbt-s$s" "$sft_steps" --init-from "$out/pt-fbt-s$s" --data "$sft_data" "${sft_sets[@]}"
   train "$out/sft-std-s$s" "$sft_steps" --init-from "$out/pt-std-s$s" --data "$sft_data" "${sft_sets[@]}" \

@@ -7,6 +7,8 @@ Usage:
   recipes.py baselines SETTING NAMES            # the standard-transformer controls NAMES need
   recipes.py describe SETTING RECIPE            # one-line description
   recipes.py faithful                           # issue 23's paper-faithful recipes (Setting A)
+  recipes.py faithful_best RUNS_DIR             # the paper-schedule recipe of those with the lowest
+                                                # mean fused(1) − standard transformer (same seed)
 
 A recipe name is a base recipe, optionally with suffixes:
   +nodeep   the deepest K of every phase removed, its probability moved to the next deepest K
@@ -226,6 +228,27 @@ def pick_winner(runs_dir, names, seed=1):
     return best[1]
 
 
+def faithful_best(runs_dir):
+    """Of FAITHFUL_A's paper-schedule recipes (`paper*`), the one whose fused(1) loss minus the
+    standard loss of the standard transformer of the same seed (`std-x1-sS`), averaged over the
+    seeds both have finished, is lowest: the paper's headline mode against the model it replaces."""
+    best = None
+    for n in FAITHFUL_A:
+        if not n.startswith("paper"):
+            continue
+        gaps = []
+        for seed in range(1, 100):
+            r = load_run(os.path.join(runs_dir, f"{n}-s{seed}"))
+            b = load_run(os.path.join(runs_dir, f"std-x1-s{seed}"))
+            if r is not None and b is not None:
+                gaps.append(r["passes=1"][0] - b["passes=0"][0])
+        if gaps and (best is None or sum(gaps) / len(gaps) < best[0]):
+            best = (sum(gaps) / len(gaps), n)
+    if best is None:
+        raise SystemExit("recipes.py: no finished paper-faithful run with its std-x1 run in " + runs_dir)
+    return best[1]
+
+
 def main(argv):
     if len(argv) >= 5 and argv[0] == "sets":
         print("\n".join(sets(argv[1], argv[2], int(argv[3]), int(argv[4]))))
@@ -236,6 +259,8 @@ def main(argv):
         print(pick_winner(argv[1], names))
     elif len(argv) >= 1 and argv[0] == "faithful":
         print("\n".join(FAITHFUL_A))
+    elif len(argv) >= 2 and argv[0] == "faithful_best":
+        print(faithful_best(argv[1]))
     elif len(argv) >= 3 and argv[0] == "baselines":
         print("\n".join(sorted({baseline_of(n) for n in argv[2].split(",")})))
     else:

@@ -4,7 +4,8 @@
 #   bench/repro/run_all.sh [--quick] [--data-dir DIR] [--skip-b] [--skip-reasoning]
 # --quick: 20-step (A) / 10-step (B) smoke runs into runs/repro-quick, report runs/repro-quick/results.md
 #          (about 10 min on 2 cores; what CI may run). The full version takes hours on a CPU (see
-#          docs/results.md for the measured wall times) and writes docs/results.md + docs/repro/.
+#          docs/results.md for the measured wall times) and writes docs/results.md + docs/repro/, and
+#          the runs' summaries to docs/repro/runs/ (bench/repro/archive.py).
 # Environment: FBT (default build/fbt), REPRO_CPU (pin to one CPU), OMP_NUM_THREADS (default 1).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -26,6 +27,7 @@ done
 if [ ${#quick[@]} -gt 0 ]; then
   python3 "$here/analyze.py" --runs "$repo/runs/repro-quick" --out "$repo/runs/repro-quick/results.md"
 else
+  python3 "$here/archive.py" --runs "$repo/runs/repro" --out "$repo/docs/repro/runs"
   python3 "$here/analyze.py" --runs "$repo/runs/repro" --out "$repo/docs/results.md" \
-    --svg-dir "$repo/docs/repro" --notes "$here/notes.md"
+    --svg-dir "$repo/docs/repro" --notes "$here/notes.md" --notes-issue23 "$here/notes_issue23.md"
 fi

@@ -2,8 +2,9 @@
 # Setting A of issue 7: char-level TinyShakespeare (byte tokenizer, nanoGPT's 90/10 split),
 # 4 layers, D=128, 4 heads, context 64, batch 12 (bench/repro/setting_a.json).
 #
-#   bench/repro/setting_a.sh [--quick] [--stage anchor|sweep1|sweep2|final|faithful|all]
-#                            [--steps N] [--seeds S] [--winner RECIPE] [--data-dir DIR] [--out DIR]
+#   bench/repro/setting_a.sh [--quick] [--stage anchor|sweep1|sweep2|final|faithful|length|all]
+#                            [--steps N] [--seeds S] [--winner RECIPE] [--lengths "M..."]
+#                            [--data-dir DIR] [--out DIR]
 #
 # Stages (default all, in this order):
 #   anchor  the standard transformer with nanoGPT's AdamW recipe for 2000 iterations (the
@@ -23,6 +24,13 @@
 #           the author's fusion init (uinit), one prefix draw per sequence (seqmix), and the
 #           author's variant (K=1 for 2/3, then K=2, mixin off), each with every seed, next to
 #           the standard transformer at N (recipes.py FAITHFUL_A).
+#   length  issue 23: how long must the feedback phase be? The paper-schedule recipe of `faithful`
+#           with the lowest mean fused(1) − standard (recipes.py faithful_best, picked once and
+#           kept in length_recipe.txt), the author's variant and the standard transformer at M·N
+#           steps for each M of --lengths (default "2 4 8"; M = 1 is the faithful stage): seed 1
+#           at every length, seed 2 at the longest, the author's variant (seed 1), then seeds 3..S
+#           at the longest.
+#           Run directories RECIPE@xM-sS (std: std-xM-sS).
 # The winner is picked by recipes.py: the lowest worst-mode loss (max of fused(1), sequential
 # soft and fused(k<=30)) minus the standard loss of a standard transformer trained with the same
 # optimiser recipe (std at N; std.cosine for the cosine variant); --winner overrides. Runs
@@ -31,7 +39,7 @@
 # FBT=path/to/fbt (default build/fbt); REPRO_CPU=n pins every process to CPU n with taskset.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-quick=0 stage=all steps="" seeds=3 winner="" datadir="$REPO/../shared/data" out=""
+quick=0 stage=all steps="" seeds=3 winner="" datadir="$REPO/../shared/data" out="" lengths="2 4 8"
 axes="mix0.1 prenorm mix1.0 onset0.5 cosine jit0.1 wg0.1 onset0.75 onset0.5.cosine onset0.75.cosine wg0.005 wg0.3"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -40,10 +48,11 @@ while [ $# -gt 0 ]; do
     --steps) steps="$2"; shift 2 ;;
     --seeds) seeds="$2"; shift 2 ;;
     --winner) winner="$2"; shift 2 ;;
+    --lengths) lengths="$2"; shift 2 ;;
     --sweep2-axes) axes="$2"; shift 2 ;;
     --data-dir) datadir="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "setting_a.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -130,12 +139,28 @@ do_faithful() {
     for r in $("$PY" "$R" faithful); do run "$r" "$s" "$steps"; done
   done
 }
+do_length() {
+  local best m s last
+  [ -f "$out/length_recipe.txt" ] || "$PY" "$R" faithful_best "$out" > "$out/length_recipe.txt"
+  best=$(cat "$out/length_recipe.txt")
+  echo "[repro] feedback-length curve: $best and author at M x $steps steps, M in $lengths"
+  for m in $lengths; do
+    run std 1 "$(mult "$steps" "$m")" "std-x$m-s1"
+    run "$best" 1 "$(mult "$steps" "$m")" "$best@x$m-s1"
+  done
+  last=${lengths##* }
+  longest() { run std "$1" "$(mult "$steps" "$last")" "std-x$last-s$1"; run "$best" "$1" "$(mult "$steps" "$last")" "$best@x$last-s$1"; }
+  [ "$seeds" -ge 2 ] && longest 2
+  for m in $lengths; do run author 1 "$(mult "$steps" "$m")" "author@x$m-s1"; done
+  for s in $(seq 3 "$seeds"); do longest "$s"; done
+}
 case "$stage" in
   anchor) do_anchor ;;
   sweep1) do_sweep1 ;;
   sweep2) do_sweep2 ;;
   final) do_final ;;
   faithful) do_faithful ;;
-  all) do_anchor; do_sweep1; do_sweep2; do_final; do_faithful ;;
+  length) do_length ;;
+  all) do_anchor; do_sweep1; do_sweep2; do_final; do_faithful; do_length ;;
   *) echo "setting_a.sh: unknown stage $stage" >&2; exit 2 ;;
 esac
