@@ -615,6 +615,17 @@ def feedback_onset(setting, name):
     return first["until_fraction"] if set(first["passes_probabilities"]) == {"1"} else 0.0
 
 
+def log2_fit(pts):
+    """Least-squares (a, b) of y = a + b·log2(x) through [(x, y)]; None with fewer than 3 distinct x."""
+    pts = [(math.log2(x), y) for x, y in pts if x > 0 and y is not None]
+    if len({x for x, _ in pts}) < 3:
+        return None
+    mx = statistics.mean(x for x, _ in pts)
+    my = statistics.mean(y for _, y in pts)
+    b = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
+    return my - b * mx, b
+
+
 def length_section(md, groups, setting, info, svg_dir, svg_rel, tag):
     """Issue 23, item 3: the gap of fused(1), fused(2) and sequential soft to the standard transformer
     of the same seed and steps, against the number of steps with feedback (K > 1)."""
@@ -655,6 +666,21 @@ def length_section(md, groups, setting, info, svg_dir, svg_rel, tag):
                 series.setdefault((rec, key), []).append((fb, m_, s_))
     md.append("")
     names = {"f1": "fused(1)", "f2": "fused(2)", "seq": "seq. soft"}
+    trend = []
+    for (rec, key), pts in sorted(series.items(), key=lambda t: (t[0][0] != best, t[0][1])):
+        fit = log2_fit([(fb, m_) for fb, m_, _ in pts])
+        if fit is None:
+            continue
+        a, b = fit
+        cross = f"{2 ** (-a / b):,.0f} feedback steps ({2 ** (-a / b) / (1 - feedback_onset(setting, rec)):,.0f} steps)" if b < 0 else "never (the gap does not shrink)"
+        trend.append(f"- {rec} {names[key]}: the gap changes by {b:+.3f} nats per doubling of the feedback steps "
+                     f"(least squares on {len(pts)} lengths, seed means); extrapolated to 0 at {cross}.")
+    if trend:
+        md.append("Trend (a straight line in log₂ feedback steps through the points above; an extrapolation, "
+                  "not a measurement):")
+        md.append("")
+        md += trend
+        md.append("")
     plot = []
     for i, ((rec, key), pts) in enumerate(sorted(series.items(), key=lambda t: (t[0][0] != best, t[0][1]))):
         plot.append({"name": f"{'author' if rec == 'author' else rec} {names[key]}", "pts": pts,
