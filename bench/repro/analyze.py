@@ -538,11 +538,13 @@ def faithful_section(md, groups, setting):
     names = [n for n in recipes.FAITHFUL_A if groups.get(n)]
     if not names:
         return
+    names += [n for n in SHIPPED_L3 if groups.get(n)]
     md.append("### Paper-faithful runs (issue 23; mean ± sd over seeds)")
     md.append("")
     md.append("The paper's schedule and `glu` fusion with the paper's Listing-3 input norm (`l3`), the first "
               "author's uniform fusion init (`uinit`), one prefix draw per sequence (`seqmix`); and the "
-              "author's variant. " + "; ".join(f"`{n}`: {recipes.resolve(setting, n)[0]}" for n in names) + ".")
+              "author's variant; as a check, Listing 3 on the recipe the `small` preset ships (issue 7's winner, "
+              "`e23-tok.wg0.1`), where run. " + "; ".join(f"`{n}`: {recipes.resolve(setting, n)[0]}" for n in names) + ".")
     md.append("")
     final_table(md, groups, ["std x1"] + names, setting)
     std = {r["seed"]: metric(r, "std") for r in groups.get("std x1", [])}
@@ -568,7 +570,11 @@ KNOB_PAIRS = [("Listing 3's input norm (our fusion init)", "paper.l3", "paper"),
               ("author's fusion init (our input norm)", "paper.uinit", "paper"),
               ("author's fusion init (Listing 3's input norm)", "paper.l3.uinit", "paper.l3"),
               ("one prefix draw per sequence", "paper.l3.uinit.seqmix", "paper.l3.uinit"),
-              ("Listing 3's input norm in the author's variant", "author.l3", "author")]
+              ("Listing 3's input norm in the author's variant", "author.l3", "author"),
+              ("Listing 3's input norm in the shipped `small` recipe", "e23-tok.wg0.1.l3", "e23-tok.wg0.1")]
+# Issue 23's check of Listing 3 on the recipe the `small` preset ships (issue 7's Setting-A winner),
+# shown next to the faithful runs when they were run.
+SHIPPED_L3 = ["e23-tok.wg0.1", "e23-tok.wg0.1.l3"]
 
 
 def mode_loss(r, key):
@@ -672,7 +678,13 @@ def length_section(md, groups, setting, info, svg_dir, svg_rel, tag):
         if fit is None:
             continue
         a, b = fit
-        cross = f"{2 ** (-a / b):,.0f} feedback steps ({2 ** (-a / b) / (1 - feedback_onset(setting, rec)):,.0f} steps)" if b < 0 else "never (the gap does not shrink)"
+        longest = max(fb for fb, _, _ in pts)
+        if b >= 0:
+            cross = "never (the gap does not shrink)"
+        elif -a / b > math.log2(100 * longest):
+            cross = "more than 100× the longest feedback phase measured (not quantified)"
+        else:
+            cross = f"{2 ** (-a / b):,.0f} feedback steps ({2 ** (-a / b) / (1 - feedback_onset(setting, rec)):,.0f} steps)"
         trend.append(f"- {rec} {names[key]}: the gap changes by {b:+.3f} nats per doubling of the feedback steps "
                      f"(least squares on {len(pts)} lengths, seed means); extrapolated to 0 at {cross}.")
     if trend:
