@@ -18,7 +18,7 @@ pkgs=(cmake g++ make git libtorch-dev sentencepiece
       python3  # runs HumanEval/MBPP programs in the sandbox (fbt eval)
       bubblewrap  # that sandbox: bwrap, namespaces + read-only system (include/fbt/eval/sandbox.h)
       libgloo-dev  # headers of Gloo, the CPU collectives of libtorch's c10d (distributed training)
-      libopenblas0-pthread  # optimised BLAS: libtorch-dev alone pulls the reference BLAS
+      libopenblas0-openmp  # optimised BLAS on libtorch's OpenMP threads (below); libtorch-dev alone pulls the reference BLAS
       libblas-dev  # links the CPU decode step to that BLAS (src/infer/cpu_decoder.cpp)
       tmux  # the scripted terminal sessions of fbt chat's tests (tests/tools/test_chat_cli.cpp)
       libcpp-httplib-dev  # fbt serve's HTTP server (src/serve/http_server.cpp)
@@ -29,11 +29,21 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+sudo_cmd=""; [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
 if [ ${#missing[@]} -gt 0 ]; then
-  sudo_cmd=""; [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+# OpenBLAS's pthreads build (the higher-priority alternative, if installed) keeps a thread pool of
+# its own beside libtorch's OpenMP one; with --threads 2 on two cores the two pools spin against
+# each other and prefill runs at a third of its one-thread speed (docs/LOG.md, 2026-12-03). The
+# OpenMP build runs its sgemm on libtorch's threads: select it.
+arch=$(gcc -print-multiarch)
+for lib in libblas.so.3 liblapack.so.3 libopenblas.so.0; do
+  want_lib=/usr/lib/$arch/openblas-openmp/$lib
+  have_lib=$(update-alternatives --query "$lib-$arch" 2>/dev/null | sed -n 's/^Value: //p')
+  [ "$have_lib" = "$want_lib" ] || $sudo_cmd update-alternatives --quiet --set "$lib-$arch" "$want_lib"
+done
 [ $torch2 = 1 ] || exit 0
 
 # PyTorch 2.x: the release the GPU machine runs (2.11.0). PyPI's Linux x86_64 wheel of 2.11.0 is

@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "fbt/bench/bandwidth.h"
 #include "fbt/bench/throughput.h"
+#include "fbt/infer/batch_gemv.h"
 #include "fbt/infer/cpu_decoder.h"
 #include "fbt/io/run_dir.h"
 #include "fbt/util/build_info.h"
@@ -108,7 +109,7 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
   const double peak = measure_matmul_peak(device, peak_dtype, peak_n, 3);
   nlohmann::json record = {
       {"tool", "fbt bench"}, {"preset", a.preset}, {"device", device.str()},
-      {"threads", torch::get_num_threads()}, {"reps", a.reps}, {"hardware", a.hardware.empty() ? hardware_label(device) : a.hardware},
+      {"threads", torch::get_num_threads()}, {"decode_kernel_threads", decode_kernel_threads()}, {"reps", a.reps}, {"hardware", a.hardware.empty() ? hardware_label(device) : a.hardware},
       {"date", today()}, {"git_sha", git_sha()}, {"libtorch", torch_version()},
       {"parameters", config.parameter_count()},
       {"matmul_peak", {{"flops_per_s", peak}, {"dtype", device.is_cuda() ? "bf16" : "fp32"}, {"n", peak_n}}},
@@ -194,7 +195,8 @@ std::string markdown(const nlohmann::json& r) {
   o << "# fbt bench: " << r["preset"].get<std::string>() << " (" << r["parameters"].get<int64_t>()
     << " parameters) on " << r["hardware"].get<std::string>() << ", " << r["date"].get<std::string>() << "\n\n"
     << "git " << r["git_sha"].get<std::string>() << ", libtorch " << r["libtorch"].get<std::string>() << ", device "
-    << r["device"].get<std::string>() << ", " << r["threads"].get<int64_t>() << " threads, " << r["reps"].get<int64_t>()
+    << r["device"].get<std::string>() << ", " << r["threads"].get<int64_t>() << " threads (decode kernels on "
+    << r["decode_kernel_threads"].get<int64_t>() << "), " << r["reps"].get<int64_t>()
     << " timed repetitions (median [min, max]). Measured matmul peak: " << fmt("%.1f", peak / 1e9) << " GFLOP/s ("
     << r["matmul_peak"]["dtype"].get<std::string>() << ", n = " << r["matmul_peak"]["n"].get<int64_t>() << ").\n";
   auto tps = [](const nlohmann::json& row) {

@@ -6,9 +6,12 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include <ATen/Parallel.h>
+
+#include "fbt/util/cpu_features.h"
 
 namespace fbt {
 namespace {
@@ -116,18 +119,39 @@ __attribute__((target("avx2,fma"))) void rows_avx2(const float* x, int64_t B, in
   if (b < B) group_avx2<1>(x + b * K, K, W, ldy, y + b * ldy, n0, n1);
 }
 
-bool cpu_has_avx2_fma() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
+__attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* b, int64_t n) {
+  float out;
+  const float* xs[1] = {b};
+  float* ys[1] = {&out};
+  tile_avx2<1>(a, n, xs, ys);
+  return out;
 }
 
 }  // namespace
 
+float dot_product(const float* a, const float* b, int64_t n) {
+  if (cpu_has_avx2()) return dot_avx2(a, b, n);
+  float out;
+  const float* xs[1] = {b};
+  dots_portable<1>(a, xs, n, &out);
+  return out;
+}
+
 void batch_invariant_linear(const float* x, int64_t B, int64_t K, const float* W, int64_t N, float* y, int64_t ldy) {
   // Grain: at least ~64 KiB of weights per task, so small products stay on one thread.
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(K, 1));
-  const auto rows = cpu_has_avx2_fma() ? rows_avx2 : rows_portable;
+  const auto rows = cpu_has_avx2() ? rows_avx2 : rows_portable;
   at::parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) { rows(x, B, K, W, ldy, y, n0, n1); });
+}
+
+int decode_kernel_threads() {
+  std::atomic<int> reached{1};
+  const int64_t tasks = 64 * int64_t(at::get_num_threads());
+  at::parallel_for(0, tasks, 1, [&](int64_t, int64_t) {
+    const int seen = at::get_thread_num() + 1;
+    for (int old = reached.load(); seen > old && !reached.compare_exchange_weak(old, seen);) {}
+  });
+  return reached.load();
 }
 
 }  // namespace fbt

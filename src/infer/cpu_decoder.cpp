@@ -183,10 +183,7 @@ void CpuDecoder::attend(int64_t layer, const std::vector<RowCache>& rows) {
         const bool allowed = s == slot || (row.valid[s] && kpos <= qpos && (window == 0 || qpos - kpos < window));
         float score = -std::numeric_limits<float>::infinity();
         if (allowed) {
-          const float* k = keys + s * Dh;
-          float dot = 0;
-          for (int64_t j = 0; j < Dh; ++j) dot += q[j] * k[j];
-          score = dot * inv_sqrt;
+          score = dot_product(keys + s * Dh, q, Dh) * inv_sqrt;
         }
         scores_[s] = score;
         top = std::max(top, score);

@@ -9,6 +9,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "fbt/util/cpu_features.h"
 #include "fbt/util/error.h"
 
 namespace fbt {
@@ -139,11 +140,6 @@ __attribute__((target("avx2,fma,f16c"))) void rows_avx2(const Q8Matrix& W, const
   for (; b + 4 <= B; b += 4) group_avx2<4, ACT>(W, in, b, y, n0, n1);
   if (b + 2 <= B) group_avx2<2, ACT>(W, in, b, y, n0, n1), b += 2;
   if (b < B) group_avx2<1, ACT>(W, in, b, y, n0, n1);
-}
-
-bool cpu_has_avx2() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  return has;
 }
 
 }  // namespace

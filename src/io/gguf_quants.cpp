@@ -49,7 +49,7 @@ std::optional<GgmlBlockLayout> ggml_block_layout(uint32_t type) {
     case kF32: return GgmlBlockLayout{1, 4};
     case kF16: return GgmlBlockLayout{1, 2};
     case kBF16: return GgmlBlockLayout{1, 2};
-    case kQ8_0: return GgmlBlockLayout{kGgmlBlock, 2 + kGgmlBlock};
+    case kQ8_0: return GgmlBlockLayout{kGgmlBlock, int64_t(sizeof(BlockQ8))};
     case kQ4_0: return GgmlBlockLayout{kGgmlBlock, 2 + kGgmlBlock / 2};
     case kQ4_1: return GgmlBlockLayout{kGgmlBlock, 4 + kGgmlBlock / 2};
     default: return std::nullopt;
@@ -68,7 +68,9 @@ torch::Tensor dequantize_ggml(uint32_t type, const uint8_t* data, int64_t n) {
     const uint8_t* block = data + b * layout->bytes;
     const float d = half_at(block);
     if (type == kQ8_0) {
-      for (int64_t i = 0; i < kGgmlBlock; ++i) x[i] = d * static_cast<float>(static_cast<int8_t>(block[2 + i]));
+      BlockQ8 q8;
+      std::memcpy(&q8, block, sizeof q8);
+      for (int64_t i = 0; i < kGgmlBlock; ++i) x[i] = d * static_cast<float>(q8.q[i]);
       continue;
     }
     // Q4_0 centres the nibbles at 8 (an integer shift, rounded once as ggml does); Q4_1 stores

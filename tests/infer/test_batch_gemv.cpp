@@ -37,5 +37,17 @@ TEST(BatchGemv, EqualsTheMatmulAndARowIsTheSameInAnyBatch) {
   }
 }
 
+// The kernels' at::parallel_for must reach libtorch's threads: its OpenMP loop is compiled into
+// their translation units, so a build without -fopenmp silently runs every product on one thread
+// (as fbt did until 2026-12-03: two threads decoded at the speed of one).
+TEST(BatchGemv, KernelsRunOnEveryIntraOpThread) {
+  const int before = torch::get_num_threads();
+  for (int threads : {2, 3, 1}) {
+    torch::set_num_threads(threads);
+    EXPECT_EQ(decode_kernel_threads(), threads);
+  }
+  torch::set_num_threads(before);
+}
+
 }  // namespace
 }  // namespace fbt

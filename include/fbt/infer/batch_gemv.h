@@ -21,4 +21,15 @@ namespace fbt {
 /// but one process only ever runs one of them.
 void batch_invariant_linear(const float* x, int64_t B, int64_t K, const float* W, int64_t N, float* y, int64_t ldy);
 
+/// Σ_i a[i]·b[i] over n floats: one of batch_invariant_linear's dot products (the same kernel,
+/// summation order and rounding), on the calling thread. For short products inside other loops
+/// (attention scores: a query head against a key, n = head size).
+float dot_product(const float* a, const float* b, int64_t n);
+
+/// The number of threads at::parallel_for actually runs on in the decode kernels' translation
+/// units (batch_gemv.cpp, q8_gemv.cpp): torch::get_num_threads() when they were compiled with
+/// OpenMP (CMakeLists.txt), 1 when built without it (the pragma is then silently ignored and every
+/// product runs serially). `fbt bench` records it beside its decode rows.
+int decode_kernel_threads();
+
 }  // namespace fbt

@@ -3,20 +3,13 @@
 #include <cstdint>
 #include <vector>
 
-#include <c10/util/Half.h>
+#include "fbt/io/gguf_quants.h"
 
 namespace fbt {
 
-/// One block of ggml's Q8_0: 32 consecutive values of a weight row, w ≈ d·q (34 bytes, as in a
-/// GGUF file: the scale beside its values, so a row is one stream of memory).
-struct BlockQ8 {
-  c10::Half d;
-  int8_t q[32];
-};
-static_assert(sizeof(BlockQ8) == 34, "BlockQ8 must be packed as GGUF's block_q8_0");
-
-/// A [N, K] weight matrix in Q8_0 blocks (ggml-quants.c quantize_row_q8_0_ref: d = max|w|/127
-/// over the block, q = round(w/d)). 1.0625 bytes per weight, against 4 for fp32.
+/// A [N, K] weight matrix in Q8_0 blocks, row-major, so a row is one stream of memory
+/// (ggml-quants.c quantize_row_q8_0_ref: d = max|w|/127 over the block, q = round(w/d)).
+/// 1.0625 bytes per weight, against 4 for fp32.
 struct Q8Matrix {
   int64_t rows = 0, cols = 0;   ///< N, K (K a multiple of 32)
   std::vector<BlockQ8> blocks;  ///< [N, K/32], row-major

@@ -4,13 +4,22 @@
 #include <optional>
 #include <string>
 
-#include <torch/torch.h>
+#include <c10/util/Half.h>
+#include <torch/types.h>
 
 namespace fbt {
 
 /// The name of a ggml_type id as ggml.h spells it ("F32", "Q4_0", "Q4_K", ...), or "type N"
 /// for an id ggml does not define.
 std::string ggml_type_name(uint32_t type);
+
+/// One block of ggml's Q8_0 (ggml-common.h block_q8_0): 32 consecutive values of a row,
+/// x_i = d·q_i, the fp16 scale beside its values (34 bytes, as stored in a GGUF file).
+struct BlockQ8 {
+  c10::Half d;
+  int8_t q[32];
+};
+static_assert(sizeof(BlockQ8) == 34, "BlockQ8 must be packed as ggml's block_q8_0");
 
 /// How a type fbt can dequantize stores its values: `bytes` bytes hold `elements` consecutive
 /// values (1 for plain floats, 32 for the block types).
