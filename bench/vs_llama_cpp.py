@@ -7,7 +7,8 @@ the same shape: decode of 128 tokens after a 64-token context at batch 1, and a 
 in f32, and fbt's int8 decode against llama.cpp's Q8_0. Prints medians and fbt / llama.cpp ratios
 (a markdown table) and the read bandwidth `fbt bench --tests memory` measured in each repetition;
 writes the table and the raw numbers to --results-dir. Peak RSS is the whole process's (fbt's
-includes the libtorch runtime, ~180 MB resident).
+includes the libtorch runtime, ~180 MB resident), so fbt's row also gives what decoding adds to the
+RSS at start-up, against the bytes of the model and its KV cache.
 
 llama.cpp is not part of fbt: build it yourself (any checkout; the results name its commit) with
   cmake -S $LLAMA_CPP_DIR -B $LLAMA_CPP_DIR/build -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \\
@@ -55,6 +56,9 @@ def fbt_run(a, shape, weights, reps):
         if row["test"] == "decode":
             r["decode_" + row["mode"]] = row["tokens_per_s"]["median"]
             r["decode_peak_rss_" + row["mode"]] = row["peak_memory_bytes"]
+            if "model_bytes" in row:  # what decoding adds to the runtime, against the model and its KV cache
+                r["decode_memory_ratio_" + row["mode"]] = ((row["peak_memory_bytes"] - rec["startup_rss_bytes"]) /
+                                                           (row["model_bytes"] + row["kv_cache_bytes"]))
             if "weight_bytes_per_s" in row:
                 r["weight_bytes_per_s_" + row["mode"]] = row["weight_bytes_per_s"]
                 r["weight_bytes_per_step_" + row["mode"]] = row["weight_bytes_per_step"]
@@ -63,6 +67,7 @@ def fbt_run(a, shape, weights, reps):
         elif row["test"] == "prefill" and row["mode"] == "standard":
             r["prefill"] = row["tokens_per_s"]["median"]
     r["git_sha"] = rec["git_sha"]
+    r["startup_rss"] = rec["startup_rss_bytes"]
     return r
 
 
@@ -121,7 +126,7 @@ def main():
         for shape in shapes:
             def fbt_side():
                 nonlocal fbt_sha
-                f = fbt_run(a, shape, "fp32", 3)
+                f = fbt_run(a, shape, "fp32", 7)  # 7 pairs: the soft overhead is a few percent
                 q = fbt_run(a, shape, "int8", 3)
                 fbt_sha = f["git_sha"]
                 add(shape, "fbt decode f32", f["decode_standard"])
@@ -134,6 +139,8 @@ def main():
                 add(shape, "fbt weight bytes f32", f["weight_bytes_per_step_standard"])
                 add(shape, "fbt weight bytes int8", q["weight_bytes_per_step_standard"])
                 add(shape, "fbt peak RSS f32", f["decode_peak_rss_standard"])
+                add(shape, "fbt memory ratio f32", f["decode_memory_ratio_standard"])
+                add(shape, "fbt startup RSS", f["startup_rss"])
 
             def llama_side():
                 nonlocal commit
@@ -167,6 +174,8 @@ def main():
         row("prefill f32", "fbt prefill f32", "llama prefill f32")
         fr, lr = med[shape, "fbt peak RSS f32"], med[shape, "llama peak RSS f32"]
         lines.append(f"| {shape} | peak RSS, f32 decode | {fr / 1e6:.0f} MB | {lr / 1e6:.0f} MB | {fr / lr:.2f}× |")
+        lines.append(f"| {shape} | fbt f32 decode: (peak RSS − start-up RSS {med[shape, 'fbt startup RSS'] / 1e6:.0f} MB)"
+                     f" / (model + KV cache) | {med[shape, 'fbt memory ratio f32']:.2f}× | | |")
         for kind in ("f32", "int8"):
             gbs = med[shape, f"fbt decode {kind} GB/s"]
             lines.append(f"| {shape} | fbt decode {kind}: weights read | {gbs / 1e9:.1f} GB/s "

@@ -16,6 +16,7 @@
 #include "fbt/io/run_dir.h"
 #include "fbt/util/build_info.h"
 #include "fbt/util/error.h"
+#include "fbt/util/memory_stats.h"
 
 namespace fbt::cli {
 namespace {
@@ -83,6 +84,12 @@ std::string fmt(const char* format, double value) {
 
 std::string megabytes(int64_t bytes) { return bytes < 0 ? "n/a" : fmt("%.0f", double(bytes) / 1e6); }
 
+/// Bytes of a KV cache of `capacity` positions for `batch` rows: keys and values of every layer,
+/// `element_bytes` per value (the model's dtype), slot metadata excluded.
+int64_t kv_cache_bytes(const ModelConfig& c, int64_t batch, int64_t capacity, int64_t element_bytes) {
+  return 2 * c.n_layers * batch * c.n_kv_heads * capacity * c.head_dim() * element_bytes;
+}
+
 bool wants(const BenchArgs& a, const std::string& test) {
   return std::find(a.tests.begin(), a.tests.end(), test) != a.tests.end();
 }
@@ -101,6 +108,7 @@ void add_memory_rows(const BenchArgs& a, nlohmann::json& record) {
 
 /// Runs the selected measurements; returns the JSON record (rows under "results").
 nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
+  const int64_t startup_rss = resident_bytes();  // before any tensor: the runtime alone
   const auto config = bench_shape(a.preset);
   auto train = TrainConfig::preset(a.preset == "1b" ? "1b" : "debug");
   if (device.is_cuda()) torch::manual_seed(a.seed);
@@ -111,7 +119,7 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
       {"tool", "fbt bench"}, {"preset", a.preset}, {"device", device.str()},
       {"threads", torch::get_num_threads()}, {"decode_kernel_threads", decode_kernel_threads()}, {"reps", a.reps}, {"hardware", a.hardware.empty() ? hardware_label(device) : a.hardware},
       {"date", today()}, {"git_sha", git_sha()}, {"libtorch", torch_version()},
-      {"parameters", config.parameter_count()},
+      {"parameters", config.parameter_count()}, {"startup_rss_bytes", startup_rss},
       {"matmul_peak", {{"flops_per_s", peak}, {"dtype", device.is_cuda() ? "bf16" : "fp32"}, {"n", peak_n}}},
       {"results", nlohmann::json::array()}};
   auto& rows = record["results"];
@@ -157,6 +165,9 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
     throw Error("--weights int8: only the dedicated CPU decode step (--decoder auto or cpu, fp32 model on the CPU) has 8-bit weights");
   record["weights"] = a.weights;
   if (cpu_options.weights == DecodeWeights::Int8) record["activations"] = a.activations;
+  int64_t model_bytes = 0;  // every parameter (the norms and the embedding too)
+  for (const auto& p : model->parameters()) model_bytes += p.numel() * int64_t(p.element_size());
+  const int64_t element_bytes = int64_t(model->parameters().front().element_size());
   for (int64_t batch : a.batch_sizes) {
     for (int64_t context : a.contexts) {
       if (wants(a, "prefill")) {
@@ -173,7 +184,8 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
           nlohmann::json row = {{"test", "decode"}, {"mode", mode_label(mode, 0)}, {"batch", batch},
                                 {"context", context}, {"new_tokens", a.new_tokens},
                                 {"tokens_per_s", stats_json(m->tokens_per_s)}, {"seconds", stats_json(m->seconds)},
-                                {"peak_memory_bytes", m->peak_memory_bytes}};
+                                {"peak_memory_bytes", m->peak_memory_bytes},
+                                {"model_bytes", model_bytes}, {"kv_cache_bytes", kv_cache_bytes(config, batch, context + a.new_tokens, element_bytes)}};
           if (mode == DecodeMode::Soft) row["overhead_vs_standard"] = stats_json(r.soft_overhead);
           const int64_t bytes = mode == DecodeMode::Soft ? r.soft_weight_bytes : r.standard_weight_bytes;
           if (bytes > 0) {  // every step reads all matrix weights once (soft: the fusion's too)
@@ -236,10 +248,15 @@ std::string markdown(const nlohmann::json& r) {
           gbs = fmt("%.1f", rate / 1e9);
           if (r.contains("read_bandwidth")) gbs += fmt(" (%.0f%%)", 100 * rate / r["read_bandwidth"].get<double>());
         }
+        std::string beyond = "n/a";  // what decoding adds to the runtime, against the model and its KV cache
+        const int64_t peak = row["peak_memory_bytes"].get<int64_t>(), startup = r.value("startup_rss_bytes", int64_t(-1));
+        if (row.contains("model_bytes") && peak > 0 && startup > 0 && r["device"].get<std::string>() == "cpu")
+          beyond = fmt("%.2f", double(peak - startup) /
+                                   double(row["model_bytes"].get<int64_t>() + row["kv_cache_bytes"].get<int64_t>()));
         o << "| " << row["mode"].get<std::string>() << " | " << row["batch"] << " | " << row["context"] << " | "
           << tps(row) << " | " << fmt("%.3f", ms) << " | " << gbs << " | "
           << (row.contains("overhead_vs_standard") ? percent_range(row["overhead_vs_standard"]) : "")
-          << " | " << mem << " |\n";
+          << " | " << mem << " | " << beyond << " |\n";
       }
     }
   };
@@ -252,14 +269,18 @@ std::string markdown(const nlohmann::json& r) {
                         (r.contains("decoder") ? r["decoder"].get<std::string>() : std::string("no")) + " decoder, " +
                         (r.contains("weights") ? r["weights"].get<std::string>() : std::string("fp32")) + " weights" +
                         (r.contains("activations") ? ", " + r["activations"].get<std::string>() + " activations" : "") + ")",
-          "| mode | batch | context | tokens/s | ms/step | weights GB/s (of read bandwidth) | overhead vs standard | peak MB |\n"
-          "|---|---|---|---|---|---|---|---|\n");
+          "| mode | batch | context | tokens/s | ms/step | weights GB/s (of read bandwidth) | overhead vs standard | peak MB |"
+          " (peak − start-up) / (model + KV) |\n|---|---|---|---|---|---|---|---|---|\n");
   o << "\nMFU = model FLOPs (6·N per token per pass + 12·L·D·T attention, PaLM App. B; N = matmul weights,"
        " fusion included in passes ≥ 2) / step time / measured matmul peak. Weights GB/s: the matrix weights a"
        " decode step reads (all of them, once per step; KV cache and norms not counted) / median step time,"
        " and its share of the all-thread read bandwidth when `memory` ran. Decode overhead: soft / standard"
        " seconds − 1 per repetition pair (the modes alternate), median [min, max]. Peak MB: "
-    << (r["device"].get<std::string>().rfind("cuda", 0) == 0 ? "CUDA allocator peak." : "process peak RSS (weights and libraries included).")
+    << (r["device"].get<std::string>().rfind("cuda", 0) == 0
+            ? "CUDA allocator peak."
+            : "process peak RSS (weights and libraries included); start-up: the RSS before any tensor (the runtime, " +
+                  megabytes(r.value("startup_rss_bytes", int64_t(-1))) +
+                  " MB); model: every parameter's bytes; KV: keys and values for context + new tokens.")
     << "\n";
   return o.str();
 }

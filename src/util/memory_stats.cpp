@@ -9,6 +9,18 @@
 #endif
 
 namespace fbt {
+namespace {
+
+/// The value of a "Field:  1234 kB" line of /proc/self/status in bytes, -1 if absent.
+int64_t status_bytes(const std::string& field) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(field.size())) * 1024;
+  }
+  return -1;
+}
+
+}  // namespace
 
 void reset_peak_memory(const c10::Device& device) {
   if (device.is_cuda()) {
@@ -29,11 +41,9 @@ int64_t peak_memory_bytes(const c10::Device& device) {
     return -1;
 #endif
   }
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // "VmHWM:  1234 kB"
-  }
-  return -1;
+  return status_bytes("VmHWM:");
 }
+
+int64_t resident_bytes() { return status_bytes("VmRSS:"); }
 
 }  // namespace fbt

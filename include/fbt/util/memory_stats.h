@@ -17,4 +17,8 @@ void reset_peak_memory(const c10::Device& device);
 /// Returns -1 when the value cannot be read (CUDA stats in a build without CUDA).
 int64_t peak_memory_bytes(const c10::Device& device);
 
+/// The resident set size of the process now (VmRSS of /proc/self/status) in bytes, -1 where it
+/// cannot be read. At start-up it is the runtime's own footprint (libtorch's code and data).
+int64_t resident_bytes();
+
 }  // namespace fbt
