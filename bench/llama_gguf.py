@@ -6,10 +6,11 @@ The comparison of bench/vs_llama_cpp.sh needs llama.cpp to run the same shapes f
 H=12, d_ff=2048, V=32000, context 512), tied embeddings as fbt's models. Weights are N(0, 0.02²);
 speed does not depend on their values. The tokenizer is a placeholder SentencePiece-type vocab
 of V pieces (llama-bench draws random token ids, it never tokenizes text). Tensors are f32, or
-Q8_0 (gguf-py's reference quantiser) where their rows split into blocks of 32; others stay f32,
-as llama-quantize leaves them.
+Q8_0 / Q4_0 (gguf-py's reference quantisers) where their rows split into blocks of 32; others stay
+f32, as llama-quantize leaves them. In q4_0 files the tied embedding (the output head) is Q8_0, as
+fbt's `--weights int4` keeps its head (llama-quantize keeps the output layer at Q6_K).
 
-Usage: PYTHONPATH=$LLAMA_CPP_DIR/gguf-py python3 bench/llama_gguf.py {small|llama-134m} {f32|q8_0} OUT.gguf
+Usage: PYTHONPATH=$LLAMA_CPP_DIR/gguf-py python3 bench/llama_gguf.py {small|llama-134m} {f32|q8_0|q4_0} OUT.gguf
 """
 import sys
 
@@ -24,7 +25,7 @@ SHAPES = {
 
 
 def main() -> None:
-    if len(sys.argv) != 4 or sys.argv[1] not in SHAPES or sys.argv[2] not in ("f32", "q8_0"):
+    if len(sys.argv) != 4 or sys.argv[1] not in SHAPES or sys.argv[2] not in ("f32", "q8_0", "q4_0"):
         sys.exit(__doc__.strip().splitlines()[-1])
     name, kind, out = sys.argv[1:]
     s = SHAPES[name]
@@ -42,7 +43,8 @@ def main() -> None:
     w.add_rope_dimension_count(dh)
     w.add_rope_freq_base(10000.0)
     w.add_layer_norm_rms_eps(1e-5)
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if kind == "q8_0" else gguf.LlamaFileType.ALL_F32)
+    w.add_file_type({"q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
+                     "f32": gguf.LlamaFileType.ALL_F32}[kind])
     w.add_tokenizer_model("llama")
     w.add_token_list(["<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(3, vocab)])
     w.add_token_scores([0.0] * vocab)
@@ -50,18 +52,18 @@ def main() -> None:
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
 
-    def matrix(tensor: str, rows: int, cols: int) -> None:
+    def matrix(tensor: str, rows: int, cols: int, head: bool = False) -> None:
         data = (rng.standard_normal((rows, cols)) * 0.02).astype(np.float32)
-        if kind == "q8_0" and cols % 32 == 0:
-            w.add_tensor(tensor, gguf.quants.quantize(data, gguf.GGMLQuantizationType.Q8_0),
-                         raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        if kind != "f32" and cols % 32 == 0:
+            qtype = gguf.GGMLQuantizationType.Q4_0 if kind == "q4_0" and not head else gguf.GGMLQuantizationType.Q8_0
+            w.add_tensor(tensor, gguf.quants.quantize(data, qtype), raw_dtype=qtype)
         else:
             w.add_tensor(tensor, data)
 
     def norm(tensor: str) -> None:
         w.add_tensor(tensor, np.ones(d, dtype=np.float32))
 
-    matrix("token_embd.weight", vocab, d)  # tied: llama.cpp uses it as the output head too
+    matrix("token_embd.weight", vocab, d, head=True)  # tied: llama.cpp uses it as the output head too
     norm("output_norm.weight")
     for i in range(s["layers"]):
         b = f"blk.{i}."

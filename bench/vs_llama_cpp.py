@@ -4,7 +4,7 @@
 For each repetition and shape (`small`, `llama-134m`), runs `fbt bench` and `llama-bench` (order
 alternating between repetitions, one thread pinned to one core by default) on random weights of
 the same shape: decode of 128 tokens after a 64-token context at batch 1, and a 64-token prefill,
-in f32, and fbt's int8 decode against llama.cpp's Q8_0. Prints medians and fbt / llama.cpp ratios
+in f32, and fbt's int8 / int4 decode against llama.cpp's Q8_0 / Q4_0. Prints medians and fbt / llama.cpp ratios
 (a markdown table) and the read bandwidth `fbt bench --tests memory` measured in each repetition;
 writes the table and the raw numbers to --results-dir. Peak RSS is the whole process's (fbt's
 includes the libtorch runtime, ~180 MB resident), so fbt's row also gives what decoding adds to the
@@ -103,7 +103,7 @@ def main():
     shapes = a.shapes.split(",")
     ggufs = {}
     for shape in shapes:
-        for kind in ("f32", "q8_0"):
+        for kind in ("f32", "q8_0", "q4_0"):
             ggufs[shape, kind] = os.path.join(work, f"{shape}-{kind}.gguf")
             run([sys.executable, os.path.join(HERE, "llama_gguf.py"), shape, kind, ggufs[shape, kind]], env=env)
 
@@ -128,12 +128,16 @@ def main():
                 nonlocal fbt_sha
                 f = fbt_run(a, shape, "fp32", 7)  # 7 pairs: the soft overhead is a few percent
                 q = fbt_run(a, shape, "int8", 3)
+                q4 = fbt_run(a, shape, "int4", 3)
                 fbt_sha = f["git_sha"]
                 add(shape, "fbt decode f32", f["decode_standard"])
                 add(shape, "fbt decode f32 soft", f["decode_soft"])
                 add(shape, "fbt soft overhead", f["soft_overhead"])
                 add(shape, "fbt prefill f32", f["prefill"])
                 add(shape, "fbt decode int8", q["decode_standard"])
+                add(shape, "fbt decode int4", q4["decode_standard"])
+                add(shape, "fbt decode int4 GB/s", q4["weight_bytes_per_s_standard"])
+                add(shape, "fbt weight bytes int4", q4["weight_bytes_per_step_standard"])
                 add(shape, "fbt decode f32 GB/s", f["weight_bytes_per_s_standard"])
                 add(shape, "fbt decode int8 GB/s", q["weight_bytes_per_s_standard"])
                 add(shape, "fbt weight bytes f32", f["weight_bytes_per_step_standard"])
@@ -149,6 +153,7 @@ def main():
                 add(shape, "llama peak RSS f32", rss)
                 add(shape, "llama prefill f32", llama_run(a, ggufs[shape, "f32"], 3, prefill=True)[0])
                 add(shape, "llama decode q8_0", llama_run(a, ggufs[shape, "q8_0"], 3, prefill=False)[0])
+                add(shape, "llama decode q4_0", llama_run(a, ggufs[shape, "q4_0"], 3, prefill=False)[0])
 
             sides = (fbt_side, llama_side) if rep % 2 == 0 else (llama_side, fbt_side)
             for side in sides:
@@ -171,12 +176,13 @@ def main():
             lines.append(f"| {shape} | {what} | {fv:.1f} {unit} | {lv:.1f} {unit} | **{fv / lv:.2f}×** |")
         row("decode f32", "fbt decode f32", "llama decode f32")
         row("decode int8 vs Q8_0", "fbt decode int8", "llama decode q8_0")
+        row("decode int4 vs Q4_0 (heads Q8_0)", "fbt decode int4", "llama decode q4_0")
         row("prefill f32", "fbt prefill f32", "llama prefill f32")
         fr, lr = med[shape, "fbt peak RSS f32"], med[shape, "llama peak RSS f32"]
         lines.append(f"| {shape} | peak RSS, f32 decode | {fr / 1e6:.0f} MB | {lr / 1e6:.0f} MB | {fr / lr:.2f}× |")
         lines.append(f"| {shape} | fbt f32 decode: (peak RSS − start-up RSS {med[shape, 'fbt startup RSS'] / 1e6:.0f} MB)"
                      f" / (model + KV cache) | {med[shape, 'fbt memory ratio f32']:.2f}× | | |")
-        for kind in ("f32", "int8"):
+        for kind in ("f32", "int8", "int4"):
             gbs = med[shape, f"fbt decode {kind} GB/s"]
             lines.append(f"| {shape} | fbt decode {kind}: weights read | {gbs / 1e9:.1f} GB/s "
                          f"({med[shape, f'fbt weight bytes {kind}'] / 1e6:.1f} MB/token) | | "

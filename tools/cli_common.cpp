@@ -214,15 +214,16 @@ void check_output_dir(const std::string& flag, const std::string& path) {
 CLI::Option* add_weights_option(CLI::App* cmd, std::string& value) {
   return cmd
       ->add_option("--weights", value,
-                   "Weights of the CPU decode step: fp32 (the model's own), or int8 (Q8_0 blocks quantised at load: "
-                   "a quarter of the bytes per token; prefill stays fp32)")
-      ->check(CLI::IsMember({"fp32", "int8"}))
+                   "Weights of the CPU decode step: fp32 (the model's own), int8 (Q8_0 blocks quantised at load: "
+                   "a quarter of the bytes per token) or int4 (Q4_0 blocks, the head Q8_0: an eighth); prefill stays fp32")
+      ->check(CLI::IsMember({"fp32", "int8", "int4"}))
       ->capture_default_str();
 }
 
 std::shared_ptr<CpuDecoder> cpu_decoder_for(FBT& model, const std::string& weights) {
-  if (parse_decode_weights(weights, "--weights") == DecodeWeights::Fp32) return nullptr;
-  return std::make_shared<CpuDecoder>(model, CpuDecoderOptions{false, DecodeWeights::Int8});
+  const auto parsed = parse_decode_weights(weights, "--weights");
+  if (parsed == DecodeWeights::Fp32) return nullptr;
+  return std::make_shared<CpuDecoder>(model, CpuDecoderOptions{false, parsed});
 }
 
 }  // namespace fbt::cli

@@ -161,10 +161,10 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
   CpuDecoderOptions cpu_options;
   cpu_options.weights = parse_decode_weights(a.weights, "--weights");
   cpu_options.activations = a.activations == "fp32" ? Q8Activations::Fp32 : Q8Activations::Int8;
-  if (cpu_options.weights == DecodeWeights::Int8 && !cpu_decoder)
-    throw Error("--weights int8: only the dedicated CPU decode step (--decoder auto or cpu, fp32 model on the CPU) has 8-bit weights");
+  if (cpu_options.weights != DecodeWeights::Fp32 && !cpu_decoder)
+    throw Error("--weights " + a.weights + ": only the dedicated CPU decode step (--decoder auto or cpu, fp32 model on the CPU) has quantised weights");
   record["weights"] = a.weights;
-  if (cpu_options.weights == DecodeWeights::Int8) record["activations"] = a.activations;
+  if (cpu_options.weights != DecodeWeights::Fp32) record["activations"] = a.activations;
   int64_t model_bytes = 0;  // every parameter (the norms and the embedding too)
   for (const auto& p : model->parameters()) model_bytes += p.numel() * int64_t(p.element_size());
   const int64_t element_bytes = int64_t(model->parameters().front().element_size());
@@ -379,10 +379,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--dtype", a->dtype, "Weights of the prefill/decode tests: fp32 or bf16")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
-  cmd->add_option("--weights", a->weights, "Weights of the CPU decode step: fp32, or int8 (Q8_0 blocks, quantised at load)")
-      ->check(CLI::IsMember({"fp32", "int8"}))
+  cmd->add_option("--weights", a->weights, "Weights of the CPU decode step: fp32, int8 (Q8_0 blocks) or int4 (Q4_0 blocks, the head Q8_0), quantised at load")
+      ->check(CLI::IsMember({"fp32", "int8", "int4"}))
       ->capture_default_str();
-  cmd->add_option("--activations", a->activations, "Inputs of the int8 products: int8 (quantised per block) or fp32")
+  cmd->add_option("--activations", a->activations, "Inputs of the int8/int4 products: int8 (quantised per block) or fp32")
       ->check(CLI::IsMember({"int8", "fp32"}))
       ->capture_default_str();
   cmd->add_option("--new-tokens", a->new_tokens, "Decode steps timed per repetition")->capture_default_str()->check(integer_range(1));

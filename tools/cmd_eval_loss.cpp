@@ -116,9 +116,9 @@ void add_eval_loss_command(CLI::App& app) {
   cmd->add_option("--passes", a->options.passes, "Report 0..K fused prefill passes")->capture_default_str()->check(integer_range(0));
   cmd->add_flag("--sequential", a->options.sequential, "Also score the exact sequential soft recurrence (slow)");
   cmd->add_option("--decode-weights", a->decode_weights,
-                  "Also score teacher-forced decoding through the CPU decode step with fp32 or int8 (Q8_0) weights, "
-                  "standard and soft (rows 'decode standard', 'decode soft'; slow): int8's cost in loss")
-      ->check(CLI::IsMember({"fp32", "int8"}));
+                  "Also score teacher-forced decoding through the CPU decode step with fp32, int8 (Q8_0) or int4 "
+                  "(Q4_0) weights, standard and soft (rows 'decode standard', 'decode soft'; slow): quantisation's cost in loss")
+      ->check(CLI::IsMember({"fp32", "int8", "int4"}));
   cmd->add_flag("--verify", a->verify, "Check the shard's full sha256 against meta.json (always: token count and a sampled hash)");
   cmd->add_flag("--contraction", a->contraction,
                 "Also iterate the fused-pass map: loss and relative state change for k = 0..--max-passes");

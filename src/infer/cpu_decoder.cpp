@@ -58,25 +58,27 @@ const float* ptr(const torch::Tensor& t) { return t.data_ptr<float>(); }
 DecodeWeights parse_decode_weights(const std::string& text, const std::string& flag) {
   if (text == "fp32") return DecodeWeights::Fp32;
   if (text == "int8") return DecodeWeights::Int8;
-  throw Error(flag + ": expected fp32 or int8, got '" + text + "'");
+  if (text == "int4") return DecodeWeights::Int4;
+  throw Error(flag + ": expected fp32, int8 or int4, got '" + text + "'");
 }
 
-CpuDecoder::Matrix CpuDecoder::matrix(std::vector<torch::Tensor> parts) const {
+CpuDecoder::Matrix CpuDecoder::matrix(std::vector<torch::Tensor> parts, bool head) const {
   Matrix m;
   m.cols = parts[0].size(1);
   for (const auto& p : parts) m.rows += p.size(0);
-  // Rows that do not split into Q8_0's blocks of 32 stay fp32 (as llama.cpp leaves such tensors).
-  if (options_.weights == DecodeWeights::Fp32 || m.cols % Q8Matrix::kBlock != 0) {
+  // Rows that do not split into blocks of 32 stay fp32 (as llama.cpp leaves such tensors).
+  if (options_.weights == DecodeWeights::Fp32 || m.cols % QuantMatrix::kBlock != 0) {
     m.parts = std::move(parts);
     return m;
   }
-  auto stacked = torch::cat(parts, 0).contiguous();  // transient: the Q8_0 copy is what is kept
-  m.q8 = Q8Matrix::quantize(ptr(stacked), m.rows, m.cols);
+  const auto format = options_.weights == DecodeWeights::Int4 && !head ? QuantFormat::Q4_0 : QuantFormat::Q8_0;
+  auto stacked = torch::cat(parts, 0).contiguous();  // transient: the quantised copy is what is kept
+  m.quant = QuantMatrix::quantize(format, ptr(stacked), m.rows, m.cols);
   return m;
 }
 
 void CpuDecoder::linear(const float* x, int64_t B, const Matrix& W, float* y) const {
-  if (W.q8) return q8_linear(x, B, *W.q8, y, options_.activations);
+  if (W.quant) return quant_linear(x, B, *W.quant, y, options_.activations);
   int64_t row = 0;
   for (const auto& part : W.parts) {  // each part fills its block of columns of y [B, W.rows]
     const int64_t N = part.size(0);
@@ -91,7 +93,7 @@ void CpuDecoder::linear(const float* x, int64_t B, const Matrix& W, float* y) co
 }
 
 int64_t CpuDecoder::matmul_weight_bytes(bool with_fusion) const {
-  auto bytes = [](const Matrix& m) { return m.q8 ? m.q8->bytes() : m.rows * m.cols * int64_t(sizeof(float)); };
+  auto bytes = [](const Matrix& m) { return m.quant ? m.quant->bytes() : m.rows * m.cols * int64_t(sizeof(float)); };
   int64_t total = bytes(head_) + (with_fusion ? bytes(w_u_) + bytes(w_g_) : 0);
   for (const auto& l : layers_) total += bytes(l.qkvg) + bytes(l.gate_up) + bytes(l.wo) + bytes(l.w_down);
   return total;
@@ -113,14 +115,14 @@ bool CpuDecoder::supports(FBT& model) {
 CpuDecoder::CpuDecoder(FBT& model, CpuDecoderOptions options)
     : config_(model->config()), model_(model), options_(options) {
   if (!supports(model))
-    throw Error(options.weights == DecodeWeights::Int8
-                    ? "--weights int8: the 8-bit decode step needs an fp32 model on the CPU without attention biases or "
-                      "scaled RoPE (use --weights fp32)"
+    throw Error(options.weights != DecodeWeights::Fp32
+                    ? "--weights int8/int4: the quantised decode step needs an fp32 model on the CPU without attention "
+                      "biases or scaled RoPE (use --weights fp32)"
                     : "CpuDecoder needs an fp32 model on the CPU without attention biases or scaled RoPE");
   const auto params = model->named_parameters();
   auto get = [&](const std::string& name) { return params[name].detach().contiguous(); };
   embedding_ = get("embedding.weight");
-  head_ = matrix({config_.tie_embeddings ? embedding_ : get("lm_head.weight")});
+  head_ = matrix({config_.tie_embeddings ? embedding_ : get("lm_head.weight")}, /*head=*/true);
   input_norm_ = get("input_norm.weight");
   final_norm_ = get("final_norm.weight");
   w_u_ = matrix({get("fusion.w_u.weight")});
@@ -318,8 +320,8 @@ torch::Tensor CpuDecoder::forward(const int64_t* tok, const std::vector<char>& p
   bool any_fused = false;
   for (int64_t b = 0; b < B; ++b) {
     const float* e = ptr(embedding_) + tok[b] * D;
-    if (head_.q8 && config_.tie_embeddings) {  // a tied embedding is the head's Q8_0 matrix (as llama.cpp's get_rows)
-      head_.q8->dequantize_row(tok[b], branch_.data() + b * D);
+    if (head_.quant && config_.tie_embeddings) {  // a tied embedding is the head's quantised matrix (as llama.cpp's get_rows)
+      head_.quant->dequantize_row(tok[b], branch_.data() + b * D);
       e = branch_.data() + b * D;
     }
     float* e_n = e_n_.data() + b * D;

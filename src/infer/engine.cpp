@@ -290,7 +290,7 @@ Engine::Engine(FBT model, const EngineOptions& options) : state_(std::make_uniqu
   model->eval();
   state_->model = model;
   state_->options = options;
-  if (CpuDecoder::supports(model) || options.weights == DecodeWeights::Int8)  // int8: the step throws if it cannot
+  if (CpuDecoder::supports(model) || options.weights != DecodeWeights::Fp32)  // int8/int4: the step throws if it cannot
     state_->cpu.emplace(model, CpuDecoderOptions{/*batch_invariant=*/true, options.weights});
   state_->thread = std::thread([s = state_.get()] { s->loop(); });
 }

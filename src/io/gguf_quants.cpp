@@ -4,6 +4,8 @@
 #include <cstring>
 #include <map>
 
+#include <c10/util/Half.h>
+
 #include "fbt/util/error.h"
 
 namespace fbt {
@@ -21,7 +23,7 @@ const std::map<uint32_t, std::string>& type_names() {
   return names;
 }
 
-enum : uint32_t { kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ8_0 = 8, kBF16 = 30 };
+enum : uint32_t { kF32 = 0, kF16 = 1, kQ4_0 = kGgmlQ4_0, kQ4_1 = 3, kQ8_0 = kGgmlQ8_0, kBF16 = 30 };
 constexpr int64_t kGgmlBlock = 32;  // values per block of Q8_0, Q4_0, Q4_1
 
 float half_at(const uint8_t* p) {
@@ -49,7 +51,7 @@ std::optional<GgmlBlockLayout> ggml_block_layout(uint32_t type) {
     case kF32: return GgmlBlockLayout{1, 4};
     case kF16: return GgmlBlockLayout{1, 2};
     case kBF16: return GgmlBlockLayout{1, 2};
-    case kQ8_0: return GgmlBlockLayout{kGgmlBlock, int64_t(sizeof(BlockQ8))};
+    case kQ8_0: return GgmlBlockLayout{kGgmlBlock, 2 + kGgmlBlock};
     case kQ4_0: return GgmlBlockLayout{kGgmlBlock, 2 + kGgmlBlock / 2};
     case kQ4_1: return GgmlBlockLayout{kGgmlBlock, 4 + kGgmlBlock / 2};
     default: return std::nullopt;
@@ -60,17 +62,20 @@ torch::Tensor dequantize_ggml(uint32_t type, const uint8_t* data, int64_t n) {
   if (type == kF32) return widen(data, n, torch::kFloat);
   if (type == kF16) return widen(data, n, torch::kHalf);
   if (type == kBF16) return widen(data, n, torch::kBFloat16);
-  const auto layout = ggml_block_layout(type);
-  if (!layout) throw Error("internal: dequantize_ggml called for unsupported type " + ggml_type_name(type));
   auto out = torch::empty({n}, torch::kFloat);
-  float* x = out.data_ptr<float>();
+  dequantize_blocks(type, data, n, out.data_ptr<float>());
+  return out;
+}
+
+void dequantize_blocks(uint32_t type, const uint8_t* data, int64_t n, float* x) {
+  const auto layout = ggml_block_layout(type);
+  if (!layout || layout->elements != kGgmlBlock)
+    throw Error("internal: dequantize_blocks called for type " + ggml_type_name(type));
   for (int64_t b = 0; b < n / kGgmlBlock; ++b, x += kGgmlBlock) {
     const uint8_t* block = data + b * layout->bytes;
     const float d = half_at(block);
     if (type == kQ8_0) {
-      BlockQ8 q8;
-      std::memcpy(&q8, block, sizeof q8);
-      for (int64_t i = 0; i < kGgmlBlock; ++i) x[i] = d * static_cast<float>(q8.q[i]);
+      for (int64_t i = 0; i < kGgmlBlock; ++i) x[i] = d * static_cast<float>(static_cast<int8_t>(block[2 + i]));
       continue;
     }
     // Q4_0 centres the nibbles at 8 (an integer shift, rounded once as ggml does); Q4_1 stores
@@ -84,7 +89,6 @@ torch::Tensor dequantize_ggml(uint32_t type, const uint8_t* data, int64_t n) {
       x[j + kGgmlBlock / 2] = static_cast<float>((q[j] >> 4) - shift) * d + m;
     }
   }
-  return out;
 }
 
 }  // namespace fbt

@@ -42,19 +42,22 @@ KVCache clone(const KVCache& cache) {
   return c;
 }
 
-/// The test model of `config` with every weight the int8 decode step quantises (each matrix
+/// The test model of `config` with every weight the int8 / int4 decode step quantises (each matrix
 /// product's whose rows split into blocks of 32; the embedding only where it is the tied head)
-/// replaced by its Q8_0 round trip.
-FBT q8_round_trip(const ModelConfig& config) {
+/// replaced by its Q8_0 / Q4_0 round trip (int4: the head Q8_0); fp32: the model itself.
+FBT quant_round_trip(const ModelConfig& config, DecodeWeights weights) {
   auto model = make_test_model(config);
+  if (weights == DecodeWeights::Fp32) return model;
   torch::NoGradGuard no_grad;
+  const std::string head = config.tie_embeddings ? "embedding.weight" : "lm_head.weight";
   for (auto& item : model->named_parameters()) {
     const std::string& name = item.key();
     auto& p = item.value();
-    if (p.dim() != 2 || p.size(1) % Q8Matrix::kBlock != 0 || (name == "embedding.weight" && !config.tie_embeddings))
+    if (p.dim() != 2 || p.size(1) % QuantMatrix::kBlock != 0 || (name == "embedding.weight" && !config.tie_embeddings))
       continue;  // rows that do not split into blocks of 32 stay fp32 (debug's d_ff = 688)
+    const auto format = weights == DecodeWeights::Int4 && name != head ? QuantFormat::Q4_0 : QuantFormat::Q8_0;
     auto w = p.contiguous();
-    const auto q = Q8Matrix::quantize(w.data_ptr<float>(), w.size(0), w.size(1));
+    const auto q = QuantMatrix::quantize(format, w.data_ptr<float>(), w.size(0), w.size(1));
     auto back = torch::empty_like(w);
     for (int64_t n = 0; n < w.size(0); ++n) q.dequantize_row(n, back.data_ptr<float>() + n * w.size(1));
     p.copy_(back);
@@ -66,10 +69,10 @@ FBT q8_round_trip(const ModelConfig& config) {
 // mode, stepped together in batch-invariant mode. Each row equals decode_step on its own cache
 // (to fp32 rounding) and equals, bit for bit, the same sequence stepped alone.
 TEST(CpuDecoder, PerSequenceCachesStepLikeDecodeStepAndTheSameAlone) {
-  for (const auto& config : configs()) for (auto weights : {DecodeWeights::Fp32, DecodeWeights::Int8}) {
+  for (const auto& config : configs()) for (auto weights : {DecodeWeights::Fp32, DecodeWeights::Int8, DecodeWeights::Int4}) {
     auto model = make_test_model(config);
-    // int8 weights with fp32 activations step as the model of their dequantised weights
-    auto reference = weights == DecodeWeights::Int8 ? q8_round_trip(config) : model;
+    // quantised weights with fp32 activations step as the model of their dequantised weights
+    auto reference = quant_round_trip(config, weights);
     torch::NoGradGuard no_grad;
     const std::vector<DecodeMode> modes{DecodeMode::Soft, DecodeMode::Standard, DecodeMode::Fused};
     std::vector<KVCache> caches;
@@ -84,7 +87,7 @@ TEST(CpuDecoder, PerSequenceCachesStepLikeDecodeStepAndTheSameAlone) {
     next[0] = 3;  // the variant's separator: row 0's next input is plain
     CpuDecoder decoder(model, CpuDecoderOptions{/*batch_invariant=*/true, weights, Q8Activations::Fp32});
     for (int64_t s = 0; s < 3; ++s) {
-      const std::string where = enum_to_string(config.block) + (weights == DecodeWeights::Int8 ? " int8" : " fp32") +
+      const std::string where = enum_to_string(config.block) + " weights " + std::to_string(int(weights)) +
                                 " d_model " + std::to_string(config.d_model) +
                                 " step " + std::to_string(s);
       std::vector<KVCache> generic, alone;
@@ -148,14 +151,14 @@ TEST(CpuDecoder, StepEqualsTheGenericDecodeStep) {
   }
 }
 
-// 8-bit weights: with fp32 activations the step equals decode_step on the model whose weights
-// are their own Q8_0 round trip (so every matrix is quantised, and only those); with int8
-// activations it stays within activation-quantisation error of that; and in batch-invariant mode
-// a sequence's row is the same bits alone as among others.
-TEST(CpuDecoder, Int8WeightsStepLikeTheirDequantisedModel) {
-  for (const auto& config : configs()) {
+// 8- and 4-bit weights: with fp32 activations the step equals decode_step on the model whose
+// weights are their own Q8_0 / Q4_0 round trip (so every matrix is quantised, and only those, the
+// int4 head in Q8_0); with int8 activations it stays within activation-quantisation error of that;
+// and in batch-invariant mode a sequence's row is the same bits alone as among others.
+TEST(CpuDecoder, QuantisedWeightsStepLikeTheirDequantisedModel) {
+  for (const auto& config : configs()) for (auto weights : {DecodeWeights::Int8, DecodeWeights::Int4}) {
     auto model = make_test_model(config);
-    auto dequantised = q8_round_trip(config);
+    auto dequantised = quant_round_trip(config, weights);
     torch::NoGradGuard no_grad;
     const int64_t B = 2, P = 5;
     torch::manual_seed(11);
@@ -164,11 +167,11 @@ TEST(CpuDecoder, Int8WeightsStepLikeTheirDequantisedModel) {
     KVCache reference(config, B, P + 4, torch::dtype(torch::kFloat));
     auto next = prefill(dequantised, tokens, valid, DecodeMode::Standard, 0, reference).argmax(-1);
     KVCache f32_in = clone(reference), int8_in = clone(reference);
-    CpuDecoderOptions fp32_acts{/*batch_invariant=*/true, DecodeWeights::Int8, Q8Activations::Fp32};
-    CpuDecoderOptions int8_acts{/*batch_invariant=*/true, DecodeWeights::Int8, Q8Activations::Int8};
+    CpuDecoderOptions fp32_acts{/*batch_invariant=*/true, weights, Q8Activations::Fp32};
+    CpuDecoderOptions int8_acts{/*batch_invariant=*/true, weights, Q8Activations::Int8};
     CpuDecoder exact(model, fp32_acts), approx(model, int8_acts);
     for (int64_t s = 0; s < 3; ++s) {
-      const std::string where = enum_to_string(config.block) + " step " + std::to_string(s);
+      const std::string where = enum_to_string(config.block) + " weights " + std::to_string(int(weights)) + " step " + std::to_string(s);
       auto expected = decode_step(dequantised, next, DecodeMode::Soft, reference);
       auto got = exact.step(next, DecodeMode::Soft, f32_in);
       ASSERT_LT(max_abs_diff(got, expected), kCpuDecoderTol) << where;

@@ -58,15 +58,17 @@ TEST_F(GenerateCli, GreedyOutputMatchesInProcessGeneration) {
   EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
 }
 
-// --weights int8: the CLI decodes with Q8_0 weights, as generate() with an int8 CpuDecoder does;
-// another value is refused naming the flag.
-TEST_F(GenerateCli, Int8WeightsMatchInProcessInt8Generation) {
-  const auto r = fbt_cli("generate --checkpoint " + run.string() +
-                         " --prompt hello --max-new-tokens 8 --temperature 0 --mode soft --weights int8");
-  ASSERT_EQ(r.rc, 0) << r.err;
-  auto int8 = std::make_shared<CpuDecoder>(model, CpuDecoderOptions{false, DecodeWeights::Int8});
-  EXPECT_EQ(r.out, greedy_text("hello", DecodeMode::Soft, 8, int8) + "\n");
-  const auto bad = fbt_cli("generate --checkpoint " + run.string() + " --prompt hello --weights int4");
+// --weights int8 / int4: the CLI decodes with Q8_0 / Q4_0 weights, as generate() with such a
+// CpuDecoder does; another value is refused naming the flag.
+TEST_F(GenerateCli, QuantisedWeightsMatchInProcessQuantisedGeneration) {
+  for (auto [flag, weights] : {std::pair{"int8", DecodeWeights::Int8}, std::pair{"int4", DecodeWeights::Int4}}) {
+    const auto r = fbt_cli("generate --checkpoint " + run.string() +
+                           " --prompt hello --max-new-tokens 8 --temperature 0 --mode soft --weights " + flag);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    auto decoder = std::make_shared<CpuDecoder>(model, CpuDecoderOptions{false, weights});
+    EXPECT_EQ(r.out, greedy_text("hello", DecodeMode::Soft, 8, decoder) + "\n") << flag;
+  }
+  const auto bad = fbt_cli("generate --checkpoint " + run.string() + " --prompt hello --weights int3");
   EXPECT_NE(bad.rc, 0);
   EXPECT_NE(bad.err.find("--weights"), std::string::npos) << bad.err;
 }

@@ -7,8 +7,8 @@
 // and up together — and hand-written RMSNorm, RoPE, attention and SwiGLU loops, with no autograd
 // and no per-token allocation besides the returned logits. A decode step reads every weight
 // once, so its speed is the memory bandwidth: the products run on AVX2 kernels that stream the
-// model's own fp32 tensors (batch_gemv.h; no second copy), or 8-bit Q8_0 copies of them
-// (q8_gemv.h, a quarter of the bytes).
+// model's own fp32 tensors (batch_gemv.h; no second copy), or Q8_0 / Q4_0 copies of them
+// (quant_gemv.h, a quarter / an eighth of the bytes).
 #pragma once
 #include <optional>
 #include <string>
@@ -17,7 +17,7 @@
 #include <torch/types.h>
 
 #include "fbt/infer/decode.h"
-#include "fbt/infer/q8_gemv.h"
+#include "fbt/infer/quant_gemv.h"
 #include "fbt/model/cache.h"
 #include "fbt/model/model.h"
 
@@ -26,21 +26,24 @@ namespace fbt {
 /// Storage of CpuDecoder's matrix products.
 enum class DecodeWeights {
   Fp32,  ///< the model's own fp32 tensors, read in place
-  Int8,  ///< Q8_0 copies (q8_gemv.h) of every matrix product's weights whose rows split into
+  Int8,  ///< Q8_0 copies (quant_gemv.h) of every matrix product's weights whose rows split into
          ///< blocks of 32 (others stay fp32), the head included; a tied embedding is looked up in
          ///< the head's copy
+  Int4,  ///< as Int8 but Q4_0 (4-bit) blocks, except the head, which stays Q8_0 (as llama.cpp's
+         ///< quantizer keeps the output layer at higher precision): the logits are the most
+         ///< sensitive product, and a tied embedding is read from it
 };
 
 struct CpuDecoderOptions {
-  /// Every matrix product is batch-invariant (batch_gemv.h / q8_gemv.h), so a sequence decodes to
+  /// Every matrix product is batch-invariant (batch_gemv.h / quant_gemv.h), so a sequence decodes to
   /// the same bits alone or in any batch (serving, engine.h). Off, fp32 batches above four go to
   /// BLAS sgemm, whose rounding of a row changes with the batch size.
   bool batch_invariant = false;
   DecodeWeights weights = DecodeWeights::Fp32;
-  Q8Activations activations = Q8Activations::Int8;  ///< of Int8 weights
+  Q8Activations activations = Q8Activations::Int8;  ///< of Int8 and Int4 weights
 };
 
-/// Parses "fp32" or "int8" (the --weights flag); throws fbt::Error naming `flag` otherwise.
+/// Parses "fp32", "int8" or "int4" (the --weights flag); throws fbt::Error naming `flag` otherwise.
 DecodeWeights parse_decode_weights(const std::string& text, const std::string& flag);
 
 class CpuDecoder {
@@ -50,10 +53,11 @@ class CpuDecoder {
   static bool supports(FBT& model);
 
   /// Reads `model`'s fp32 weights in place (build a new decoder after replacing a tensor), or
-  /// with DecodeWeights::Int8 quantises them to Q8_0 (a snapshot; the model keeps its fp32
-  /// weights for prefill). Throws fbt::Error unless supports(model) (naming --weights for Int8).
+  /// with DecodeWeights::Int8 / Int4 quantises them to Q8_0 / Q4_0 (a snapshot; the model keeps
+  /// its fp32 weights for prefill). Throws fbt::Error unless supports(model) (naming --weights
+  /// for quantised weights).
   explicit CpuDecoder(FBT& model, CpuDecoderOptions options = {});
-  /// Bytes of the weights a decode step reads: every matrix product's (fp32 or Q8_0), norms and the
+  /// Bytes of the weights a decode step reads: every matrix product's (fp32 or quantised), norms and the
   /// embedding row excluded; the fusion's W_U and W_G only `with_fusion` (Soft and Fused steps).
   int64_t matmul_weight_bytes(bool with_fusion) const;
 
@@ -99,14 +103,14 @@ class CpuDecoder {
   void check_cache(const KVCache& cache, int64_t batch) const;
 
   /// The weight [N, K] of one matrix product, several of the model's tensors stacked row-wise: the
-  /// tensors themselves (fp32) or one Q8_0 matrix of them all (int8).
+  /// tensors themselves (fp32) or one quantised matrix of them all (int8, int4).
   struct Matrix {
     std::vector<torch::Tensor> parts;  ///< [N_i, K], Σ N_i = N (fp32; the model's own tensors)
-    std::optional<Q8Matrix> q8;        ///< [N, K] (int8)
+    std::optional<QuantMatrix> quant;  ///< [N, K] (int8, int4)
     int64_t rows = 0, cols = 0;
   };
-  /// The matrix stacking `parts` in the decoder's weight format.
-  Matrix matrix(std::vector<torch::Tensor> parts) const;
+  /// The matrix stacking `parts` in the decoder's weight format (`head`: the output layer's).
+  Matrix matrix(std::vector<torch::Tensor> parts, bool head = false) const;
   /// y[B, W.rows] = x[B, W.cols] · Wᵀ.
   void linear(const float* x, int64_t B, const Matrix& W, float* y) const;
 

@@ -70,7 +70,7 @@ struct EngineOptions {
   int64_t max_batch = 16;       ///< sequences decoded together at most (≥ 1)
   int64_t max_queue = 64;       ///< sequences waiting for a batch slot at most (≥ 0)
   int64_t prefill_chunk = 256;  ///< prompt tokens per prefill call (≥ 1); longer prompts are chunked
-  /// Weights of the batch-invariant CPU step, used where the model allows it (Int8: the Engine
+  /// Weights of the batch-invariant CPU step, used where the model allows it (Int8, Int4: the Engine
   /// constructor throws fbt::Error naming --weights where it does not).
   DecodeWeights weights = DecodeWeights::Fp32;
 };

@@ -4,22 +4,16 @@
 #include <optional>
 #include <string>
 
-#include <c10/util/Half.h>
 #include <torch/types.h>
 
 namespace fbt {
 
+/// ggml_type ids (ggml.h) of the block formats fbt also keeps quantised for decoding (quant_gemv.h).
+constexpr uint32_t kGgmlQ4_0 = 2, kGgmlQ8_0 = 8;
+
 /// The name of a ggml_type id as ggml.h spells it ("F32", "Q4_0", "Q4_K", ...), or "type N"
 /// for an id ggml does not define.
 std::string ggml_type_name(uint32_t type);
-
-/// One block of ggml's Q8_0 (ggml-common.h block_q8_0): 32 consecutive values of a row,
-/// x_i = d·q_i, the fp16 scale beside its values (34 bytes, as stored in a GGUF file).
-struct BlockQ8 {
-  c10::Half d;
-  int8_t q[32];
-};
-static_assert(sizeof(BlockQ8) == 34, "BlockQ8 must be packed as ggml's block_q8_0");
 
 /// How a type fbt can dequantize stores its values: `bytes` bytes hold `elements` consecutive
 /// values (1 for plain floats, 32 for the block types).
@@ -40,5 +34,8 @@ std::optional<GgmlBlockLayout> ggml_block_layout(uint32_t type);
 /// `n` must be a multiple of the block size and `data` must hold n / elements × bytes bytes
 /// (the caller checks both against the file); `type` must have a layout.
 torch::Tensor dequantize_ggml(uint32_t type, const uint8_t* data, int64_t n);
+
+/// dequantize_ggml into out [n] (fp32) for a block type (Q8_0, Q4_0, Q4_1).
+void dequantize_blocks(uint32_t type, const uint8_t* data, int64_t n, float* out);
 
 }  // namespace fbt

@@ -1,0 +1,65 @@
+// Quantised weights for CPU decoding: GGUF's Q8_0 and Q4_0 block formats and their matrix-vector product.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "fbt/io/gguf_quants.h"
+
+namespace fbt {
+
+/// A block format of ggml (ggml-common.h): 32 consecutive values of a weight row with one fp16
+/// scale d stored before them.
+enum class QuantFormat {
+  Q8_0,  ///< 34 bytes: d, 32 int8 q;                      w_i = d·q_i, d = max|w|/127, q = round(w/d)
+  Q4_0,  ///< 18 bytes: d, 16 bytes of two 4-bit q each;  w_i = d·(q_i − 8), d = m/−8 with m the value
+         ///< of largest |w|, q = min(15, trunc(w/d + 8.5)); byte j holds q_j (low nibble) and q_(j+16)
+};
+
+/// The name of `format` as ggml spells it ("Q8_0", "Q4_0").
+const char* quant_format_name(QuantFormat format);
+
+/// A [N, K] weight matrix in blocks of one QuantFormat, row-major, so a row is one stream of
+/// memory (ggml-quants.c quantize_row_q8_0_ref / quantize_row_q4_0_ref). Q8_0 takes 1.0625 bytes
+/// per weight, Q4_0 0.5625, against 4 for fp32.
+class QuantMatrix {
+ public:
+  static constexpr int64_t kBlock = 32;  ///< values per block
+
+  /// Quantises W [N, K] row-major fp32. A tensor dequantised from a GGUF file of the same format
+  /// quantises back to its own blocks (Q8_0: the block maximum is ±127·d; Q4_0: it is −8·d), so
+  /// imported Q8_0/Q4_0 weights keep their values. Throws fbt::Error unless K is a positive
+  /// multiple of 32.
+  static QuantMatrix quantize(QuantFormat format, const float* W, int64_t N, int64_t K);
+
+  QuantFormat format() const { return format_; }
+  int64_t rows() const { return rows_; }  ///< N
+  int64_t cols() const { return cols_; }  ///< K
+  /// Bytes of one block (34 for Q8_0, 18 for Q4_0) and of the whole matrix.
+  int64_t block_bytes() const;
+  int64_t bytes() const { return int64_t(data_.size()); }
+  /// The bytes of block `ib` of row `n` (ggml's layout).
+  const uint8_t* block(int64_t n, int64_t ib) const { return data_.data() + (n * (cols_ / kBlock) + ib) * block_bytes(); }
+  /// Row n dequantised into out [K].
+  void dequantize_row(int64_t n, float* out) const;
+
+ private:
+  QuantFormat format_ = QuantFormat::Q8_0;
+  int64_t rows_ = 0, cols_ = 0;
+  std::vector<uint8_t> data_;  ///< [N, K/32] blocks
+};
+
+/// How quant_linear treats the input rows.
+enum class Q8Activations {
+  Int8,  ///< quantised per block of 32 to int8 with an fp32 scale, integer dot products (llama.cpp's
+         ///< vec_dot_q8_0_q8_0 / vec_dot_q4_0_q8_0)
+  Fp32,  ///< kept in fp32; the weights are widened to fp32 block by block
+};
+
+/// y[B,N] = x[B,K] · Wᵀ with W quantised, fp32 in and out: per block, the dot product of the 32
+/// values (exact in int32 for Int8 activations) times the scales, blocks summed in order into 8
+/// partial sums added pairwise. Like batch_invariant_linear, a row's result is the same bits at
+/// any B (serving), and rows n are split across libtorch's intra-op threads. AVX2 where the CPU
+/// has it (chosen at run time), else portable code. x may not alias y.
+void quant_linear(const float* x, int64_t B, const QuantMatrix& W, float* y, Q8Activations activations);
+
+}  // namespace fbt

@@ -1,0 +1,263 @@
+// QuantMatrix and quant_linear (include/fbt/infer/quant_gemv.h): ggml's Q8_0 and Q4_0 block formats
+// and a matrix-vector product that streams each weight row once per group of input rows.
+#include "fbt/infer/quant_gemv.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include <ATen/Parallel.h>
+#include <c10/util/Half.h>
+
+#include "fbt/util/cpu_features.h"
+#include "fbt/util/error.h"
+
+namespace fbt {
+namespace {
+
+constexpr int64_t kBlock = QuantMatrix::kBlock;
+constexpr int64_t kScaleBytes = 2;  // the fp16 d before every block's values
+
+uint32_t ggml_type(QuantFormat format) { return format == QuantFormat::Q8_0 ? kGgmlQ8_0 : kGgmlQ4_0; }
+
+constexpr int64_t block_bytes_of(QuantFormat format) {
+  return kScaleBytes + (format == QuantFormat::Q8_0 ? kBlock : kBlock / 2);
+}
+
+uint16_t fp16_bits_at(const uint8_t* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, sizeof bits);
+  return bits;
+}
+
+/// Quantises one block of 32 values to Q8_0: q = round(v/d), d = max|v|/127 (0 for an all-zero
+/// block). The rule of the weights and of the Int8 activations. Returns d as computed in fp32 (the
+/// caller rounds it to fp16 for weights).
+float quantize_block_q8(const float* v, int8_t* q) {
+  float amax = 0;
+  for (int64_t i = 0; i < kBlock; ++i) amax = std::max(amax, std::abs(v[i]));
+  const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int64_t i = 0; i < kBlock; ++i) q[i] = int8_t(std::round(v[i] * id));
+  return d;
+}
+
+/// Quantises one block of 32 values to Q4_0 (quantize_row_q4_0_ref): m the first value of largest
+/// |v|, d = m/−8, q = min(15, trunc(v/d + 8.5)); byte j of qs holds q_j low and q_(j+16) high.
+/// Returns d in fp32.
+float quantize_block_q4(const float* v, uint8_t* qs) {
+  float amax = 0, max = 0;
+  for (int64_t i = 0; i < kBlock; ++i) {
+    if (amax < std::abs(v[i])) {
+      amax = std::abs(v[i]);
+      max = v[i];
+    }
+  }
+  const float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  auto q = [&](float x) { return uint8_t(std::min<int>(15, int(int8_t(x * id + 8.5f)))); };
+  for (int64_t j = 0; j < kBlock / 2; ++j) qs[j] = uint8_t(q(v[j]) | (q(v[j + kBlock / 2]) << 4));
+  return d;
+}
+
+/// The input rows of one product: fp32 x [B, K], and for Int8 activations their Q8_0 blocks.
+struct Inputs {
+  const float* x;
+  const int8_t* xq;  ///< [B, K]
+  const float* dx;   ///< [B, K/32], fp32 scales
+  int64_t K;
+};
+
+/// Adds 8 partial sums pairwise (4+4, 2+2, 1+1).
+inline float reduce8(float* a) {
+  for (int half = 4; half >= 1; half /= 2)
+    for (int j = 0; j < half; ++j) a[j] += a[j + half];
+  return a[0];
+}
+
+// ---- Portable kernel: block i goes to partial sum i mod 8. ----
+
+/// The 32 values of a weight block as int8 (Q4_0: q − 8).
+void unpack_block(QuantFormat format, const uint8_t* block, int8_t* q) {
+  const uint8_t* v = block + kScaleBytes;
+  if (format == QuantFormat::Q8_0) {
+    std::memcpy(q, v, kBlock);
+    return;
+  }
+  for (int64_t j = 0; j < kBlock / 2; ++j) {
+    q[j] = int8_t((v[j] & 0x0F) - 8);
+    q[j + kBlock / 2] = int8_t((v[j] >> 4) - 8);
+  }
+}
+
+float dot_portable(const QuantMatrix& W, int64_t n, const Inputs& in, int64_t b, Q8Activations act) {
+  const int64_t K = in.K, nb = K / kBlock;
+  float acc[8] = {};
+  int8_t wq[kBlock];
+  for (int64_t ib = 0; ib < nb; ++ib) {
+    const uint8_t* w = W.block(n, ib);
+    const float dw = float(c10::Half(fp16_bits_at(w), c10::Half::from_bits()));
+    unpack_block(W.format(), w, wq);
+    float block;
+    if (act == Q8Activations::Int8) {
+      const int8_t* xq = in.xq + b * K + ib * kBlock;
+      int32_t s = 0;
+      for (int64_t i = 0; i < kBlock; ++i) s += int32_t(wq[i]) * int32_t(xq[i]);
+      block = float(s) * (dw * in.dx[b * nb + ib]);
+    } else {
+      const float* x = in.x + b * K + ib * kBlock;
+      float s = 0;
+      for (int64_t i = 0; i < kBlock; ++i) s += float(wq[i]) * x[i];
+      block = s * dw;
+    }
+    acc[ib % 8] += block;
+  }
+  return reduce8(acc);
+}
+
+void rows_portable(const QuantMatrix& W, const Inputs& in, int64_t B, float* y, int64_t n0, int64_t n1,
+                   Q8Activations act) {
+  for (int64_t n = n0; n < n1; ++n)
+    for (int64_t b = 0; b < B; ++b) y[b * W.rows() + n] = dot_portable(W, n, in, b, act);
+}
+
+// ---- AVX2 kernel: 8 partial sums per dot product in one register. ----
+
+/// The 32 values of a weight block as int8 in one register (Q4_0: the nibbles unpacked, minus 8).
+template <QuantFormat F>
+__attribute__((target("avx2,fma,f16c"))) inline __m256i load_block(const uint8_t* block) {
+  if constexpr (F == QuantFormat::Q8_0) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kScaleBytes));
+  } else {
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kScaleBytes));
+    const __m128i nibble = _mm_set1_epi8(0x0F);
+    const __m128i low = _mm_and_si128(packed, nibble), high = _mm_and_si128(_mm_srli_epi16(packed, 4), nibble);
+    return _mm256_sub_epi8(_mm256_set_m128i(high, low), _mm256_set1_epi8(8));
+  }
+}
+
+/// A weight block wv against an int8 input block xv: the 8 int32 sums of 4 products each, as
+/// floats (|w|·sign(w)x in maddubs cannot saturate: |q| ≤ 127, so 2·127² < 2¹⁵).
+__attribute__((target("avx2,fma,f16c"))) inline __m256 block_dot_i8(__m256i wv, __m256i xv) {
+  const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+
+/// The low 8 int8 values of v as fp32.
+__attribute__((target("avx2,fma,f16c"))) inline __m256 widen8(__m128i v) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+}
+
+/// A weight block wv against 32 fp32 inputs: 8 partial sums.
+__attribute__((target("avx2,fma,f16c"))) inline __m256 block_dot_f32(__m256i wv, const float* x) {
+  const __m128i lo = _mm256_castsi256_si128(wv), hi = _mm256_extracti128_si256(wv, 1);
+  __m256 s = _mm256_mul_ps(widen8(lo), _mm256_loadu_ps(x));
+  s = _mm256_fmadd_ps(widen8(_mm_srli_si128(lo, 8)), _mm256_loadu_ps(x + 8), s);
+  s = _mm256_fmadd_ps(widen8(hi), _mm256_loadu_ps(x + 16), s);
+  return _mm256_fmadd_ps(widen8(_mm_srli_si128(hi, 8)), _mm256_loadu_ps(x + 24), s);
+}
+
+/// y[b0 + r, n] for the BR input rows b0.. and weight row n: one 8-lane accumulator per dot
+/// product, blocks in order, so grouping changes no bit. One weight row at a time is one stream of
+/// memory (measured fastest once the weights come from DRAM).
+template <int BR, Q8Activations ACT, QuantFormat F>
+__attribute__((target("avx2,fma,f16c"))) inline void tile_avx2(const QuantMatrix& W, int64_t n, const Inputs& in,
+                                                               int64_t b0, float* y) {
+  const int64_t K = in.K, nb = K / kBlock;
+  const uint8_t* row = W.block(n, 0);
+  __m256 acc[BR];
+  for (int r = 0; r < BR; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < nb; ++ib) {
+    const uint8_t* w = row + ib * block_bytes_of(F);
+    const float dw = _cvtsh_ss(fp16_bits_at(w));
+    const __m256i wv = load_block<F>(w);
+#pragma GCC unroll 4
+    for (int r = 0; r < BR; ++r) {
+      const int64_t b = b0 + r;
+      if constexpr (ACT == Q8Activations::Int8) {
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in.xq + b * K + ib * kBlock));
+        acc[r] = _mm256_fmadd_ps(block_dot_i8(wv, xv), _mm256_set1_ps(dw * in.dx[b * nb + ib]), acc[r]);
+      } else {
+        acc[r] = _mm256_fmadd_ps(block_dot_f32(wv, in.x + b * K + ib * kBlock), _mm256_set1_ps(dw), acc[r]);
+      }
+    }
+  }
+  for (int r = 0; r < BR; ++r) {
+    alignas(32) float a[8];
+    _mm256_store_ps(a, acc[r]);
+    y[(b0 + r) * W.rows() + n] = reduce8(a);
+  }
+}
+
+template <int BR, Q8Activations ACT, QuantFormat F>
+__attribute__((target("avx2,fma,f16c"))) void group_avx2(const QuantMatrix& W, const Inputs& in, int64_t b0, float* y,
+                                                         int64_t n0, int64_t n1) {
+  for (int64_t n = n0; n < n1; ++n) tile_avx2<BR, ACT, F>(W, n, in, b0, y);
+}
+
+template <Q8Activations ACT, QuantFormat F>
+__attribute__((target("avx2,fma,f16c"))) void rows_avx2(const QuantMatrix& W, const Inputs& in, int64_t B, float* y,
+                                                        int64_t n0, int64_t n1) {
+  int64_t b = 0;
+  for (; b + 4 <= B; b += 4) group_avx2<4, ACT, F>(W, in, b, y, n0, n1);
+  if (b + 2 <= B) group_avx2<2, ACT, F>(W, in, b, y, n0, n1), b += 2;
+  if (b < B) group_avx2<1, ACT, F>(W, in, b, y, n0, n1);
+}
+
+using RowsFn = void (*)(const QuantMatrix&, const Inputs&, int64_t, float*, int64_t, int64_t);
+
+/// The AVX2 kernel of one weight format and activation kind.
+RowsFn avx2_kernel(QuantFormat format, Q8Activations act) {
+  const bool q8 = format == QuantFormat::Q8_0, int8 = act == Q8Activations::Int8;
+  if (q8) return int8 ? rows_avx2<Q8Activations::Int8, QuantFormat::Q8_0> : rows_avx2<Q8Activations::Fp32, QuantFormat::Q8_0>;
+  return int8 ? rows_avx2<Q8Activations::Int8, QuantFormat::Q4_0> : rows_avx2<Q8Activations::Fp32, QuantFormat::Q4_0>;
+}
+
+}  // namespace
+
+const char* quant_format_name(QuantFormat format) { return format == QuantFormat::Q8_0 ? "Q8_0" : "Q4_0"; }
+
+int64_t QuantMatrix::block_bytes() const { return block_bytes_of(format_); }
+
+QuantMatrix QuantMatrix::quantize(QuantFormat format, const float* W, int64_t N, int64_t K) {
+  if (K <= 0 || K % kBlock != 0)
+    throw Error(std::string(quant_format_name(format)) + " needs rows of a positive multiple of 32 values (got " +
+                std::to_string(K) + ")");
+  QuantMatrix m;
+  m.format_ = format;
+  m.rows_ = N;
+  m.cols_ = K;
+  const int64_t blocks = N * K / kBlock, bb = m.block_bytes();
+  m.data_.resize(blocks * bb);
+  for (int64_t i = 0; i < blocks; ++i) {
+    uint8_t* block = m.data_.data() + i * bb;
+    const float d = format == QuantFormat::Q8_0
+                        ? quantize_block_q8(W + i * kBlock, reinterpret_cast<int8_t*>(block + kScaleBytes))
+                        : quantize_block_q4(W + i * kBlock, block + kScaleBytes);
+    const uint16_t bits = c10::Half(d).x;
+    std::memcpy(block, &bits, sizeof bits);
+  }
+  return m;
+}
+
+void QuantMatrix::dequantize_row(int64_t n, float* out) const { dequantize_blocks(ggml_type(format_), block(n, 0), cols_, out); }
+
+void quant_linear(const float* x, int64_t B, const QuantMatrix& W, float* y, Q8Activations act) {
+  const int64_t K = W.cols(), nb = K / kBlock;
+  thread_local std::vector<int8_t> xq;
+  thread_local std::vector<float> dx;
+  if (act == Q8Activations::Int8) {
+    xq.resize(B * K);
+    dx.resize(B * nb);
+    for (int64_t i = 0; i < B * nb; ++i) dx[i] = quantize_block_q8(x + i * kBlock, xq.data() + i * kBlock);
+  }
+  const Inputs in{x, xq.data(), dx.data(), K};
+  const RowsFn avx2 = cpu_has_avx2() ? avx2_kernel(W.format(), act) : nullptr;
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / K);  // ~64 KiB of Q8_0 weights per task
+  at::parallel_for(0, W.rows(), grain, [&](int64_t n0, int64_t n1) {
+    if (avx2) avx2(W, in, B, y, n0, n1);
+    else rows_portable(W, in, B, y, n0, n1, act);
+  });
+}
+
+}  // namespace fbt

@@ -1,0 +1,137 @@
+// QuantMatrix and quant_linear: ggml's Q8_0 and Q4_0 block rules by hand, the product against the
+// double matmul of the dequantised weights, and a row's bits in any batch.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include <torch/torch.h>
+
+#include "fbt/infer/quant_gemv.h"
+#include "fbt/util/error.h"
+
+namespace fbt {
+namespace {
+
+/// Block ib of row n: its scale d and its 32 stored values (Q8_0: int8 q; Q4_0: the nibbles q,
+/// unsigned, in ggml's order: byte j holds q_j low and q_(j+16) high).
+float scale_of(const QuantMatrix& m, int64_t n, int64_t ib) {
+  uint16_t bits;
+  std::memcpy(&bits, m.block(n, ib), 2);
+  return float(c10::Half(bits, c10::Half::from_bits()));
+}
+std::vector<int> values_of(const QuantMatrix& m, int64_t n, int64_t ib) {
+  const uint8_t* v = m.block(n, ib) + 2;
+  std::vector<int> q(32);
+  for (int j = 0; j < 32; ++j)
+    q[j] = m.format() == QuantFormat::Q8_0 ? int(int8_t(v[j])) : j < 16 ? (v[j] & 0x0F) : (v[j - 16] >> 4);
+  return q;
+}
+
+/// Dequantising and quantising again gives the same bytes (GGUF Q8_0 / Q4_0 weights keep their
+/// values), and the round trip's error is within half a step of d.
+void expect_round_trip(QuantFormat format, double max_step_fraction) {
+  torch::manual_seed(3);
+  auto W = torch::randn({5, 96});
+  const auto q = QuantMatrix::quantize(format, W.data_ptr<float>(), 5, 96);
+  std::vector<float> back(5 * 96);
+  for (int64_t n = 0; n < 5; ++n) q.dequantize_row(n, back.data() + n * 96);
+  const auto again = QuantMatrix::quantize(format, back.data(), 5, 96);
+  ASSERT_EQ(again.bytes(), q.bytes());
+  for (int64_t n = 0; n < 5; ++n)
+    for (int64_t ib = 0; ib < 3; ++ib) {
+      ASSERT_EQ(scale_of(again, n, ib), scale_of(q, n, ib)) << n << " " << ib;
+      ASSERT_EQ(values_of(again, n, ib), values_of(q, n, ib)) << n << " " << ib;
+    }
+  EXPECT_LT((torch::from_blob(back.data(), {5, 96}) - W).abs().max().item<double>(),
+            W.abs().max().item<double>() * max_step_fraction * 1.01);
+}
+
+// Q8_0, one block by hand: max |w| = 2.54 → d = 0.02, q = round(w / 0.02); an all-zero block has d = 0.
+TEST(QuantGemv, QuantisesAsGgmlQ8_0AndRoundTrips) {
+  std::vector<float> w(64, 0.0f);
+  w[0] = 2.54f, w[1] = -1.0f, w[2] = 0.011f, w[3] = 0.009f, w[31] = -2.54f;
+  const auto m = QuantMatrix::quantize(QuantFormat::Q8_0, w.data(), 1, 64);
+  EXPECT_EQ(m.bytes(), 68);
+  EXPECT_EQ(scale_of(m, 0, 0), float(c10::Half(2.54f / 127.0f)));
+  const auto q = values_of(m, 0, 0);
+  const int expected[] = {127, -50, 1, 0};  // 0.011 / 0.02 = 0.55 → 1; 0.009 / 0.02 = 0.45 → 0
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(q[i], expected[i]) << i;
+  EXPECT_EQ(q[31], -127);
+  EXPECT_EQ(scale_of(m, 0, 1), 0.0f);
+  EXPECT_EQ(values_of(m, 0, 1), std::vector<int>(32, 0));
+  expect_round_trip(QuantFormat::Q8_0, 1.0 / 254);
+  EXPECT_THROW(QuantMatrix::quantize(QuantFormat::Q8_0, w.data(), 2, 31), Error);
+}
+
+// Q4_0, one block by hand: the value of largest |w| is −1.6 → d = −1.6 / −8 = 0.2 and
+// q = min(15, trunc(w / 0.2 + 8.5)): −1.6 → 0, 1.6 → 16 → 15, 0.3 → 10, 0.29 → 9, 0 → 8; an
+// all-zero block has d = 0 and every q = 8. Dequantised: d·(q − 8).
+TEST(QuantGemv, QuantisesAsGgmlQ4_0AndRoundTrips) {
+  std::vector<float> w(64, 0.0f);
+  w[0] = -1.6f, w[1] = 1.6f, w[2] = 0.3f, w[3] = 0.29f, w[16] = 0.3f, w[31] = -1.0f;
+  const auto m = QuantMatrix::quantize(QuantFormat::Q4_0, w.data(), 1, 64);
+  EXPECT_EQ(m.bytes(), 36);
+  EXPECT_EQ(m.block_bytes(), 18);
+  const float d = float(c10::Half(0.2f));
+  EXPECT_EQ(scale_of(m, 0, 0), d);
+  const auto q = values_of(m, 0, 0);
+  const int expected[] = {0, 15, 10, 9, 8};
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(q[i], expected[i]) << i;
+  EXPECT_EQ(q[16], 10);
+  EXPECT_EQ(q[31], 3);  // −1.0 / 0.2 + 8.5 = 3.5 → 3
+  EXPECT_EQ(m.block(0, 0)[2] >> 4, 10) << "q_16 is the high nibble of byte 0";
+  EXPECT_EQ(scale_of(m, 0, 1), 0.0f);
+  EXPECT_EQ(values_of(m, 0, 1), std::vector<int>(32, 8));
+  std::vector<float> row(64);
+  m.dequantize_row(0, row.data());
+  EXPECT_EQ(row[0], -8 * d);
+  EXPECT_EQ(row[1], 7 * d);
+  EXPECT_EQ(row[2], 2 * d);
+  EXPECT_EQ(row[40], 0.0f);
+  expect_round_trip(QuantFormat::Q4_0, 1.0 / 8);  // half a step of d = max/8 (the clamped top: one step)
+  EXPECT_THROW(QuantMatrix::quantize(QuantFormat::Q4_0, w.data(), 1, 48), Error);
+}
+
+/// x [B, K] fp32 with each block of 32 rounded as quant_linear's Int8 activations are, in the same
+/// fp32 steps (d = max|x|/127, q = round(x · (1/d))) but by torch's operators; returned in double.
+torch::Tensor q8_round_trip(const torch::Tensor& x) {
+  auto blocks = x.reshape({-1, 32});
+  auto d = blocks.abs().amax(1, true) / 127.0f;
+  auto q = (blocks * torch::where(d > 0, 1.0f / d, torch::zeros_like(d))).round();
+  return (q.to(torch::kDouble) * d.to(torch::kDouble)).reshape(x.sizes());
+}
+
+// Shape classes: one block, several with N odd, N split across threads, B = 1..9 (the groups of
+// four and two and every remainder), both formats, both activation kinds.
+TEST(QuantGemv, EqualsTheMatmulOfTheDequantisedWeightsAndARowIsTheSameInAnyBatch) {
+  for (auto format : {QuantFormat::Q8_0, QuantFormat::Q4_0})
+  for (auto [K, N] : {std::pair<int64_t, int64_t>{32, 3}, {96, 33}, {576, 1536}, {2048, 65}}) {
+    torch::manual_seed(K + N);
+    auto W = torch::randn({N, K});
+    const auto q = QuantMatrix::quantize(format, W.data_ptr<float>(), N, K);
+    auto Wd = torch::empty({N, K});
+    for (int64_t n = 0; n < N; ++n) q.dequantize_row(n, Wd.data_ptr<float>() + n * K);
+    auto x = torch::randn({9, K});
+    for (auto act : {Q8Activations::Fp32, Q8Activations::Int8}) {
+      auto xin = act == Q8Activations::Int8 ? q8_round_trip(x) : x;
+      for (int64_t B = 1; B <= 9; ++B) {
+        const std::string where = std::string(quant_format_name(format)) + " K " + std::to_string(K) + " N " + std::to_string(N) + " B " + std::to_string(B) +
+                                  (act == Q8Activations::Int8 ? " int8" : " fp32");
+        auto y = torch::empty({B, N});
+        quant_linear(x.data_ptr<float>(), B, q, y.data_ptr<float>(), act);
+        auto expected = torch::mm(xin.narrow(0, 0, B).to(torch::kDouble), Wd.to(torch::kDouble).t());
+        const double tol = 1e-5 * std::sqrt(double(K)) * 4;
+        EXPECT_LT((y.to(torch::kDouble) - expected).abs().max().item<double>(), tol) << where;
+        for (int64_t b = 0; b < B; ++b) {
+          auto row = x[b].clone();
+          auto alone = torch::empty({1, N});
+          quant_linear(row.data_ptr<float>(), 1, q, alone.data_ptr<float>(), act);
+          ASSERT_TRUE(torch::equal(alone[0], y[b])) << where << " row " << b;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fbt
