@@ -41,7 +41,7 @@ fi
 arch=$(gcc -print-multiarch)
 for lib in libblas.so.3 liblapack.so.3 libopenblas.so.0; do
   want_lib=/usr/lib/$arch/openblas-openmp/$lib
-  have_lib=$(update-alternatives --query "$lib-$arch" 2>/dev/null | sed -n 's/^Value: //p')
+  have_lib=$(update-alternatives --query "$lib-$arch" 2>/dev/null | sed -n 's/^Value: //p' || true)
   [ "$have_lib" = "$want_lib" ] || $sudo_cmd update-alternatives --quiet --set "$lib-$arch" "$want_lib"
 done
 [ $torch2 = 1 ] || exit 0

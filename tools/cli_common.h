@@ -47,7 +47,7 @@ CLI::Option* add_weights_option(CLI::App* cmd, std::string& value);
 
 /// The decode step of a --weights value for `model`: empty for fp32 (generate() builds its own
 /// where the model allows), a CpuDecoder with Q8_0 / Q4_0 weights for int8 / int4 (quantised here, once).
-/// Throws fbt::Error naming --weights when int8 is asked of a model the CPU step cannot decode
+/// Throws fbt::Error naming --weights when int8 or int4 is asked of a model the CPU step cannot decode
 /// (CpuDecoder's constructor).
 std::shared_ptr<CpuDecoder> cpu_decoder_for(FBT& model, const std::string& weights);
 

@@ -33,7 +33,7 @@ struct ChatState {
   SamplingOptions sampling;
   std::vector<ChatMessage> messages;  ///< the system message (if any), then the turns so far
   int64_t replies = 0;                ///< replies generated: reply i samples with seed + i
-  std::shared_ptr<CpuDecoder> decoder;  ///< the --weights int8 step (empty: generate's own)
+  std::shared_ptr<CpuDecoder> decoder;  ///< the --weights int8/int4 step (empty: generate's own)
 };
 
 constexpr const char* kHelp =

@@ -6,12 +6,17 @@ namespace fbt::cli {
 std::string without_controls(const std::string& text) {
   std::string out;
   out.reserve(text.size());
-  for (char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7F)
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const bool c0 = (c < 0x20 && c != '\n' && c != '\t') || c == 0x7F;
+    // U+0080..U+009F in UTF-8: C2 80..C2 9F (CSI, DCS, OSC, ... of 8-bit terminals)
+    const bool c1 = c == 0xC2 && i + 1 < text.size() && (static_cast<unsigned char>(text[i + 1]) & 0xE0) == 0x80;
+    if (c0 || c1) {
       out += "\xEF\xBF\xBD";
-    else
-      out += ch;
+      i += c1;
+    } else {
+      out += text[i];
+    }
   }
   return out;
 }

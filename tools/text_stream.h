@@ -11,8 +11,10 @@
 
 namespace fbt::cli {
 
-/// `text` with every control character except '\n' and '\t' (C0 and DEL: ESC starts terminal
-/// escape sequences) written as U+FFFD, so that model output cannot drive the terminal.
+/// `text` with every control character except '\n' and '\t' (C0, DEL and the C1 controls
+/// U+0080..U+009F: ESC, CSI, DCS and OSC start terminal escape sequences; a DCS from a random
+/// model made tmux swallow the rest of a chat session) written as U+FFFD, so that model output
+/// cannot drive the terminal.
 std::string without_controls(const std::string& text);
 
 /// Prints generated tokens as text while they arrive: the whole token list is decoded each time

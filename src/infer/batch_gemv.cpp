@@ -6,11 +6,12 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 
 #include <ATen/Parallel.h>
 
+#include "fbt/infer/parallel_probe.h"
+#include "fbt/infer/quant_gemv.h"
 #include "fbt/util/cpu_features.h"
 
 namespace fbt {
@@ -144,14 +145,6 @@ void batch_invariant_linear(const float* x, int64_t B, int64_t K, const float* W
   at::parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) { rows(x, B, K, W, ldy, y, n0, n1); });
 }
 
-int decode_kernel_threads() {
-  std::atomic<int> reached{1};
-  const int64_t tasks = 64 * int64_t(at::get_num_threads());
-  at::parallel_for(0, tasks, 1, [&](int64_t, int64_t) {
-    const int seen = at::get_thread_num() + 1;
-    for (int old = reached.load(); seen > old && !reached.compare_exchange_weak(old, seen);) {}
-  });
-  return reached.load();
-}
+int decode_kernel_threads() { return std::min(detail::parallel_for_threads_here(), quant_kernel_threads()); }
 
 }  // namespace fbt

@@ -11,6 +11,8 @@
 #include <ATen/Parallel.h>
 #include <c10/util/Half.h>
 
+#include "fbt/infer/parallel_probe.h"
+#include "fbt/io/gguf_quants.h"
 #include "fbt/util/cpu_features.h"
 #include "fbt/util/error.h"
 
@@ -250,6 +252,8 @@ QuantMatrix QuantMatrix::quantize(QuantFormat format, const float* W, int64_t N,
 }
 
 void QuantMatrix::dequantize_row(int64_t n, float* out) const { dequantize_blocks(ggml_type(format_), block(n, 0), cols_, out); }
+
+int quant_kernel_threads() { return detail::parallel_for_threads_here(); }
 
 void quant_linear(const float* x, int64_t B, const QuantMatrix& W, float* y, Q8Activations act) {
   const int64_t K = W.cols(), nb = K / kBlock;

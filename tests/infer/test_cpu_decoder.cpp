@@ -1,4 +1,4 @@
-// CpuDecoder (the dedicated CPU decode step, fp32 and int8 weights) against the generic decode_step it replaces.
+// CpuDecoder (the dedicated CPU decode step, fp32, int8 and int4 weights) against the generic decode_step it replaces.
 #include <gtest/gtest.h>
 
 #include "fbt/infer/cpu_decoder.h"

@@ -27,8 +27,8 @@ std::vector<int> values_of(const QuantMatrix& m, int64_t n, int64_t ib) {
   return q;
 }
 
-/// Dequantising and quantising again gives the same bytes (GGUF Q8_0 / Q4_0 weights keep their
-/// values), and the round trip's error is within half a step of d.
+/// Dequantising and quantising again gives the same blocks (GGUF Q8_0 / Q4_0 weights keep their
+/// values), and the round trip's error is within `max_step_fraction` of the largest |w|.
 void expect_round_trip(QuantFormat format, double max_step_fraction) {
   torch::manual_seed(3);
   auto W = torch::randn({5, 96});
@@ -36,7 +36,6 @@ void expect_round_trip(QuantFormat format, double max_step_fraction) {
   std::vector<float> back(5 * 96);
   for (int64_t n = 0; n < 5; ++n) q.dequantize_row(n, back.data() + n * 96);
   const auto again = QuantMatrix::quantize(format, back.data(), 5, 96);
-  ASSERT_EQ(again.bytes(), q.bytes());
   for (int64_t n = 0; n < 5; ++n)
     for (int64_t ib = 0; ib < 3; ++ib) {
       ASSERT_EQ(scale_of(again, n, ib), scale_of(q, n, ib)) << n << " " << ib;
@@ -97,7 +96,8 @@ TEST(QuantGemv, QuantisesAsGgmlQ4_0AndRoundTrips) {
 torch::Tensor q8_round_trip(const torch::Tensor& x) {
   auto blocks = x.reshape({-1, 32});
   auto d = blocks.abs().amax(1, true) / 127.0f;
-  auto q = (blocks * torch::where(d > 0, 1.0f / d, torch::zeros_like(d))).round();
+  auto v = blocks * torch::where(d > 0, 1.0f / d, torch::zeros_like(d));
+  auto q = v.sign() * (v.abs() + 0.5f).floor();  // std::round: halves away from zero (torch's: to even)
   return (q.to(torch::kDouble) * d.to(torch::kDouble)).reshape(x.sizes());
 }
 

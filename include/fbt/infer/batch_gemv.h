@@ -27,9 +27,9 @@ void batch_invariant_linear(const float* x, int64_t B, int64_t K, const float* W
 float dot_product(const float* a, const float* b, int64_t n);
 
 /// The number of threads at::parallel_for actually runs on in the decode kernels' translation
-/// units (batch_gemv.cpp, quant_gemv.cpp): torch::get_num_threads() when they were compiled with
-/// OpenMP (CMakeLists.txt), 1 when built without it (the pragma is then silently ignored and every
-/// product runs serially). `fbt bench` records it beside its decode rows.
+/// units (the fewer of batch_gemv.cpp's and quant_gemv.cpp's): torch::get_num_threads() when they
+/// were compiled with OpenMP (CMakeLists.txt), 1 when one was built without it (the pragma is then
+/// silently ignored and its products run serially). `fbt bench` records it.
 int decode_kernel_threads();
 
 }  // namespace fbt

@@ -3,8 +3,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "fbt/io/gguf_quants.h"
-
 namespace fbt {
 
 /// A block format of ggml (ggml-common.h): 32 consecutive values of a weight row with one fp16
@@ -25,10 +23,11 @@ class QuantMatrix {
  public:
   static constexpr int64_t kBlock = 32;  ///< values per block
 
-  /// Quantises W [N, K] row-major fp32. A tensor dequantised from a GGUF file of the same format
-  /// quantises back to its own blocks (Q8_0: the block maximum is ±127·d; Q4_0: it is −8·d), so
-  /// imported Q8_0/Q4_0 weights keep their values. Throws fbt::Error unless K is a positive
-  /// multiple of 32.
+  /// Quantises W [N, K] row-major fp32. A Q8_0 tensor dequantised from a GGUF file quantises back
+  /// to its own blocks (the block maximum is ±127·d), so imported Q8_0 weights keep their values;
+  /// so do Q4_0 ones quantised by ggml's reference rule (the maximum is −8·d), not those of
+  /// llama-quantize with an importance matrix. Throws fbt::Error unless K is a positive multiple
+  /// of 32.
   static QuantMatrix quantize(QuantFormat format, const float* W, int64_t N, int64_t K);
 
   QuantFormat format() const { return format_; }
@@ -56,10 +55,15 @@ enum class Q8Activations {
 };
 
 /// y[B,N] = x[B,K] · Wᵀ with W quantised, fp32 in and out: per block, the dot product of the 32
-/// values (exact in int32 for Int8 activations) times the scales, blocks summed in order into 8
-/// partial sums added pairwise. Like batch_invariant_linear, a row's result is the same bits at
-/// any B (serving), and rows n are split across libtorch's intra-op threads. AVX2 where the CPU
-/// has it (chosen at run time), else portable code. x may not alias y.
+/// values (exact in int32 for Int8 activations) times the scales, the blocks summed in a fixed
+/// order (AVX2: 8 lanes of partial sums within each block, even and odd blocks in two chains added
+/// at the end; portable code: block i into partial sum i mod 8; then pairwise). Like
+/// batch_invariant_linear, a row's result is the same bits at any B (serving), and rows n are split
+/// across libtorch's intra-op threads. The AVX2 kernel is chosen once at run time where the CPU
+/// has it; the two round differently, but one process only ever runs one. x may not alias y.
 void quant_linear(const float* x, int64_t B, const QuantMatrix& W, float* y, Q8Activations activations);
 
+/// at::parallel_for's thread count in this kernel's translation unit (decode_kernel_threads(),
+/// batch_gemv.h, checks both kernel files).
+int quant_kernel_threads();
 }  // namespace fbt
