@@ -84,12 +84,6 @@ std::string fmt(const char* format, double value) {
 
 std::string megabytes(int64_t bytes) { return bytes < 0 ? "n/a" : fmt("%.0f", double(bytes) / 1e6); }
 
-/// Bytes of a KV cache of `capacity` positions for `batch` rows: keys and values of every layer,
-/// `element_bytes` per value (the model's dtype), slot metadata excluded.
-int64_t kv_cache_bytes(const ModelConfig& c, int64_t batch, int64_t capacity, int64_t element_bytes) {
-  return 2 * c.n_layers * batch * c.n_kv_heads * capacity * c.head_dim() * element_bytes;
-}
-
 bool wants(const BenchArgs& a, const std::string& test) {
   return std::find(a.tests.begin(), a.tests.end(), test) != a.tests.end();
 }
@@ -167,7 +161,6 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
   if (cpu_options.weights != DecodeWeights::Fp32) record["activations"] = a.activations;
   int64_t model_bytes = 0;  // every parameter (the norms and the embedding too)
   for (const auto& p : model->parameters()) model_bytes += p.numel() * int64_t(p.element_size());
-  const int64_t element_bytes = int64_t(model->parameters().front().element_size());
   for (int64_t batch : a.batch_sizes) {
     for (int64_t context : a.contexts) {
       if (wants(a, "prefill")) {
@@ -185,7 +178,7 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
                                 {"context", context}, {"new_tokens", a.new_tokens},
                                 {"tokens_per_s", stats_json(m->tokens_per_s)}, {"seconds", stats_json(m->seconds)},
                                 {"peak_memory_bytes", m->peak_memory_bytes},
-                                {"model_bytes", model_bytes}, {"kv_cache_bytes", kv_cache_bytes(config, batch, context + a.new_tokens, element_bytes)}};
+                                {"model_bytes", model_bytes}, {"kv_cache_bytes", r.kv_cache_bytes}};
           if (mode == DecodeMode::Soft) row["overhead_vs_standard"] = stats_json(r.soft_overhead);
           const int64_t bytes = mode == DecodeMode::Soft ? r.soft_weight_bytes : r.standard_weight_bytes;
           if (bytes > 0) {  // every step reads all matrix weights once (soft: the fusion's too)

@@ -199,8 +199,11 @@ DecodeComparison bench_decode_modes(FBT& model, BenchDecoder decoder, int64_t ba
     const auto st = Stats::of(seconds[m]);
     return BenchResult{st, st.inverse(tokens), peak[m]};
   };
+  int64_t kv_bytes = 0;
+  for (const auto* layers : {&cache.k, &cache.v})
+    for (const auto& t : *layers) kv_bytes += int64_t(t.nbytes());
   return {result(0), result(1), Stats::of(overhead), fast ? fast->matmul_weight_bytes(false) : -1,
-          fast ? fast->matmul_weight_bytes(true) : -1};
+          fast ? fast->matmul_weight_bytes(true) : -1, kv_bytes};
 }
 
 }  // namespace fbt

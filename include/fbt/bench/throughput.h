@@ -78,6 +78,7 @@ struct DecodeComparison {
   /// The CPU decoder's matrix weights read per step (CpuDecoder::matmul_weight_bytes) without and
   /// with the fusion; -1 for the other decoders.
   int64_t standard_weight_bytes = -1, soft_weight_bytes = -1;
+  int64_t kv_cache_bytes = 0;  ///< keys and values of the KV cache the steps wrote (its tensors' bytes)
 };
 
 /// Greedy decoding of `new_tokens` tokens after a plain prefill of `context` random tokens per
