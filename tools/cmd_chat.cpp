@@ -175,6 +175,11 @@ void run_chat(ChatArgs a) {
             << "Ctrl-D or /quit leaves.\n";
   InterruptGuard guard;
   for (;;) {
+    // A Ctrl-C that lands while a write to the terminal blocks (a slow terminal, a full pty) fails
+    // that write with EINTR (no SA_RESTART, above), and std::cout then drops every later output:
+    // clear the error so the prompt shows (what the write lost stays in the conversation).
+    std::cout.clear();
+    std::clearerr(stdout);
     std::cout << "\n[" << mode_label(state.mode, a.fused_passes) << "] you> " << std::flush;
     std::string line;
     if (!std::getline(std::cin, line) || g_interrupted) break;  // Ctrl-D, Ctrl-C or the end of the input
