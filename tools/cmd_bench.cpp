@@ -159,13 +159,16 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
     throw Error("--weights " + a.weights + ": only the dedicated CPU decode step (--decoder auto or cpu, fp32 model on the CPU) has quantised weights");
   record["weights"] = a.weights;
   if (cpu_options.weights != DecodeWeights::Fp32) record["activations"] = a.activations;
+  std::optional<CpuDecoder> prefill_decoder;  // Standard prefill as fbt generate runs it
+  if (cpu_decoder && wants(a, "prefill")) prefill_decoder.emplace(model, cpu_options);
   int64_t model_bytes = 0;  // every parameter (the norms and the embedding too)
   for (const auto& p : model->parameters()) model_bytes += p.numel() * int64_t(p.element_size());
   for (int64_t batch : a.batch_sizes) {
     for (int64_t context : a.contexts) {
       if (wants(a, "prefill")) {
         for (auto [mode, k] : {std::pair{DecodeMode::Standard, 0}, std::pair{DecodeMode::Fused, 1}}) {
-          const auto r = bench_prefill(model, mode, k, batch, context, a.warmup, a.reps, a.seed);
+          const auto r = bench_prefill(model, mode, k, batch, context, a.warmup, a.reps, a.seed,
+                                       prefill_decoder ? &*prefill_decoder : nullptr);
           rows.push_back({{"test", "prefill"}, {"mode", mode_label(mode, k)}, {"batch", batch},
                           {"context", context}, {"tokens_per_s", stats_json(r.tokens_per_s)},
                           {"seconds", stats_json(r.seconds)}, {"peak_memory_bytes", r.peak_memory_bytes}});

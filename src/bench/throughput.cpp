@@ -127,7 +127,7 @@ BenchResult bench_train_step(FBT& model, const TrainConfig& train, int64_t batch
 }
 
 BenchResult bench_prefill(FBT& model, DecodeMode mode, int64_t fused_passes, int64_t batch,
-                          int64_t context, int64_t warmup, int64_t reps, uint64_t seed) {
+                          int64_t context, int64_t warmup, int64_t reps, uint64_t seed, CpuDecoder* cpu) {
   torch::InferenceMode inference;
   model->eval();
   const auto device = device_of(model);
@@ -136,7 +136,10 @@ BenchResult bench_prefill(FBT& model, DecodeMode mode, int64_t fused_passes, int
   KVCache cache(model->config(), batch, context, model->parameters().front().options());
   reset_peak_memory(device);
   const auto seconds = time_with_setup(device, warmup, reps, [&] { cache.clear(); },
-                                       [&] { prefill(model, tokens, valid, mode, fused_passes, cache); });
+                                       [&] {
+                                         if (cpu && mode == DecodeMode::Standard) cpu->prefill(tokens, valid, cache);
+                                         else prefill(model, tokens, valid, mode, fused_passes, cache);
+                                       });
   return result_of(seconds, double(batch * context), device);
 }
 

@@ -1,6 +1,6 @@
-// batch_invariant_linear: fixed-order dot products streaming each weight row once per group of
-// input rows. An AVX2+FMA kernel where the CPU has it (chosen once, at run time), else portable
-// code compiled with -ffp-contract=off (CMakeLists.txt).
+// batch_invariant_linear: fixed-order dot products in tiles of weight rows × input rows. AVX-512
+// and AVX2+FMA kernels where the CPU has them (chosen at run time), else portable code compiled
+// with -ffp-contract=off (CMakeLists.txt).
 #include "fbt/infer/batch_gemv.h"
 
 #include <immintrin.h>
@@ -18,7 +18,8 @@ namespace fbt {
 namespace {
 
 constexpr int64_t kLanes = 16;  // partial sums per dot product
-/// Software prefetch: the next weight row, this many floats beyond the current column (measured).
+/// Software prefetch: the weight row a tile's height below, this many floats beyond the current
+/// column (measured).
 constexpr int64_t kPrefetchAhead = 64;
 
 /// Adds the 16 partial sums pairwise (8+8, 4+4, 2+2, 1+1): the fixed final order of batch_gemv.h.
@@ -44,106 +45,170 @@ inline void dots_portable(const float* w, const float* const* xs, int64_t K, flo
   }
 }
 
-void rows_portable(const float* x, int64_t B, int64_t K, const float* W, int64_t ldy, float* y, int64_t n0, int64_t n1) {
-  for (int64_t n = n0; n < n1; ++n) {
-    const float* w = W + n * K;
-    int64_t b = 0;
-    for (; b + 4 <= B; b += 4) {
-      const float* xs[4] = {x + b * K, x + (b + 1) * K, x + (b + 2) * K, x + (b + 3) * K};
-      float out[4];
-      dots_portable<4>(w, xs, K, out);
-      for (int r = 0; r < 4; ++r) y[(b + r) * ldy + n] = out[r];
-    }
-    for (; b < B; ++b) {
-      const float* xs[1] = {x + b * K};
-      dots_portable<1>(w, xs, K, y + b * ldy + n);
-    }
-  }
+// ---- SIMD kernels: lane j of a dot product accumulates fma(w[k], x[k], ·) for k ≡ j (mod 16). ----
+// A tile is NR weight rows × BR input rows: each loaded weight vector meets BR inputs and each
+// input vector NR weight rows, so a tile does NR·BR fused multiply-adds per NR + BR loads, and its
+// NR·BR dot products run as independent chains. Every dot product takes the same steps whatever
+// the tile, so tiling changes no bit.
+
+/// The 16 partial sums lo (lanes 0..7) and hi (lanes 8..15) added in reduce_lanes' order.
+__attribute__((target("avx2,fma"))) inline float reduce_avx2(__m256 lo, __m256 hi) {
+  const __m256 v = _mm256_add_ps(lo, hi);  // 8+8
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // 4+4
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                           // 2+2
+  h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));                                       // 1+1
+  return _mm_cvtss_f32(h);
 }
 
-// ---- AVX2 kernel: lane j accumulates fma(w[k], x[k], ·) for k ≡ j (mod 16), in two registers. ----
-
-/// y[b, n] for the BR input rows xs and the weight row w: each dot product in two 8-lane FMA
-/// accumulators, then the tail and the fixed reduction. One weight row at a time is one stream of
-/// memory (measured fastest once the weights come from DRAM); the next row is prefetched ahead.
-/// Every dot product takes the same steps whatever BR is, so grouping changes no bit.
-template <int BR>
-__attribute__((target("avx2,fma"))) inline void tile_avx2(const float* w, int64_t K, const float* const* xs,
-                                                          float* const* ys) {
-  __m256 acc[BR][2];
-  for (int r = 0; r < BR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+/// y[b·ldy + r] = w_r · x_b for r < NR, b < BR: w_r = w + r·K, x_b = x + b·K. The 16 partial sums
+/// of a dot product in two 8-lane registers; the tail (K mod 16) one scalar fma per lane.
+template <int NR, int BR>
+__attribute__((target("avx2,fma"))) void tile_avx2(const float* w, int64_t K, const float* x, float* y, int64_t ldy) {
+  __m256 acc[NR][BR][2];
+  for (int r = 0; r < NR; ++r)
+    for (int b = 0; b < BR; ++b) acc[r][b][0] = acc[r][b][1] = _mm256_setzero_ps();
   int64_t k = 0;
   for (; k + kLanes <= K; k += kLanes) {
-    _mm_prefetch(reinterpret_cast<const char*>(w + K + k + kPrefetchAhead), _MM_HINT_T0);
-    const __m256 w0 = _mm256_loadu_ps(w + k), w1 = _mm256_loadu_ps(w + k + 8);
 #pragma GCC unroll 4
-    for (int r = 0; r < BR; ++r) {
-      acc[r][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xs[r] + k), acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xs[r] + k + 8), acc[r][1]);
+    for (int r = 0; r < NR; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + (r + NR) * K + k + kPrefetchAhead), _MM_HINT_T0);
+      const __m256 w0 = _mm256_loadu_ps(w + r * K + k), w1 = _mm256_loadu_ps(w + r * K + k + 8);
+#pragma GCC unroll 4
+      for (int b = 0; b < BR; ++b) {
+        acc[r][b][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + b * K + k), acc[r][b][0]);
+        acc[r][b][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + b * K + k + 8), acc[r][b][1]);
+      }
     }
   }
-  for (int r = 0; r < BR; ++r) {
-    if (k == K) {  // reduce_lanes' order in registers: 8+8, 4+4, 2+2, 1+1
-      const __m256 v = _mm256_add_ps(acc[r][0], acc[r][1]);
-      __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-      h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-      h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-      *ys[r] = _mm_cvtss_f32(h);
-      continue;
+  for (int r = 0; r < NR; ++r)
+    for (int b = 0; b < BR; ++b) {
+      if (k == K) {
+        y[b * ldy + r] = reduce_avx2(acc[r][b][0], acc[r][b][1]);
+        continue;
+      }
+      alignas(32) float a[kLanes];
+      _mm256_store_ps(a, acc[r][b][0]);
+      _mm256_store_ps(a + 8, acc[r][b][1]);
+      for (int64_t j = 0; k + j < K; ++j) a[j] = std::fma(w[r * K + k + j], x[b * K + k + j], a[j]);
+      y[b * ldy + r] = reduce_lanes(a);
     }
-    alignas(32) float a[kLanes];
-    _mm256_store_ps(a, acc[r][0]);
-    _mm256_store_ps(a + 8, acc[r][1]);
-    for (int64_t j = 0; k + j < K; ++j) a[j] = std::fma(w[k + j], xs[r][k + j], a[j]);
-    *ys[r] = reduce_lanes(a);
-  }
 }
 
-/// The rows n0..n1 of y for BR input rows.
-template <int BR>
-__attribute__((target("avx2,fma"))) void group_avx2(const float* x, int64_t K, const float* W, int64_t ldy, float* y,
-                                                    int64_t n0, int64_t n1) {
+/// As tile_avx2, the 16 partial sums in one 16-lane register; the tail a masked fma (lanes past K
+/// keep their sums), then the same reduction.
+template <int NR, int BR>
+__attribute__((target("avx512f,avx2,fma"))) void tile_avx512(const float* w, int64_t K, const float* x, float* y,
+                                                            int64_t ldy) {
+  __m512 acc[NR][BR];
+  for (int r = 0; r < NR; ++r)
+    for (int b = 0; b < BR; ++b) acc[r][b] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + kLanes <= K; k += kLanes) {
+    __m512 xv[BR];
+    for (int b = 0; b < BR; ++b) xv[b] = _mm512_loadu_ps(x + b * K + k);
+#pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + (r + NR) * K + k + kPrefetchAhead), _MM_HINT_T0);
+      const __m512 wv = _mm512_loadu_ps(w + r * K + k);
+#pragma GCC unroll 8
+      for (int b = 0; b < BR; ++b) acc[r][b] = _mm512_fmadd_ps(wv, xv[b], acc[r][b]);
+    }
+  }
+  if (k < K) {
+    const __mmask16 m = __mmask16((1u << (K - k)) - 1);
+    __m512 xv[BR];
+    for (int b = 0; b < BR; ++b) xv[b] = _mm512_maskz_loadu_ps(m, x + b * K + k);
+    for (int r = 0; r < NR; ++r) {
+      const __m512 wv = _mm512_maskz_loadu_ps(m, w + r * K + k);
+      for (int b = 0; b < BR; ++b) acc[r][b] = _mm512_mask3_fmadd_ps(wv, xv[b], acc[r][b], m);
+    }
+  }
+  for (int r = 0; r < NR; ++r)
+    for (int b = 0; b < BR; ++b) {
+      alignas(64) float a[kLanes];  // (GCC 12's _mm512_castps512_ps256 warns falsely, PR 105593)
+      _mm512_store_ps(a, acc[r][b]);
+      y[b * ldy + r] = reduce_avx2(_mm256_load_ps(a), _mm256_load_ps(a + 8));
+    }
+}
+
+/// As tile_avx2 in portable code (multiply, then add).
+template <int NR, int BR>
+void tile_portable(const float* w, int64_t K, const float* x, float* y, int64_t ldy) {
   const float* xs[BR];
-  float* ys[BR];
-  for (int r = 0; r < BR; ++r) xs[r] = x + r * K;
-  for (int64_t n = n0; n < n1; ++n) {
-    for (int r = 0; r < BR; ++r) ys[r] = y + r * ldy + n;
-    tile_avx2<BR>(W + n * K, K, xs, ys);
+  for (int b = 0; b < BR; ++b) xs[b] = x + b * K;
+  for (int r = 0; r < NR; ++r) {
+    float out[BR];
+    dots_portable<BR>(w + r * K, xs, K, out);
+    for (int b = 0; b < BR; ++b) y[b * ldy + r] = out[b];
   }
 }
 
-__attribute__((target("avx2,fma"))) void rows_avx2(const float* x, int64_t B, int64_t K, const float* W, int64_t ldy,
-                                                   float* y, int64_t n0, int64_t n1) {
+// The kernels and their tile sizes (NR·BR accumulators in registers). One weight row at a time
+// streamed past four inputs is fastest for decoding (B < 4: weights from memory, each used once);
+// where the inputs are many (prefill, batched decoding) AVX-512's 32 registers hold 4×6 tiles, which
+// use each weight vector six times from a register (measured at ~1.1–1.3× OpenBLAS sgemm at B = 64).
+// AVX2's 16 registers gain nothing from tiles (measured), so it streams rows at every B.
+struct Avx512 {
+  static constexpr int kRows = 4, kBatch = 6;
+  template <int NR, int BR>
+  static void tile(const float* w, int64_t K, const float* x, float* y, int64_t ldy) { tile_avx512<NR, BR>(w, K, x, y, ldy); }
+};
+struct Avx2 {
+  static constexpr int kRows = 1, kBatch = 4;
+  template <int NR, int BR>
+  static void tile(const float* w, int64_t K, const float* x, float* y, int64_t ldy) { tile_avx2<NR, BR>(w, K, x, y, ldy); }
+};
+struct Portable {
+  static constexpr int kRows = 1, kBatch = 4;
+  template <int NR, int BR>
+  static void tile(const float* w, int64_t K, const float* x, float* y, int64_t ldy) { tile_portable<NR, BR>(w, K, x, y, ldy); }
+};
+
+/// y[b, r] for the NR weight rows w and every input row b < B: tiles of BR rows, then the rest.
+template <class Kernel, int NR, int BR>
+void tile_rows(const float* w, int64_t K, const float* x, int64_t B, float* y, int64_t ldy) {
   int64_t b = 0;
-  for (; b + 4 <= B; b += 4) group_avx2<4>(x + b * K, K, W, ldy, y + b * ldy, n0, n1);
-  if (b + 2 <= B) group_avx2<2>(x + b * K, K, W, ldy, y + b * ldy, n0, n1), b += 2;
-  if (b < B) group_avx2<1>(x + b * K, K, W, ldy, y + b * ldy, n0, n1);
+  for (; b + BR <= B; b += BR) Kernel::template tile<NR, BR>(w, K, x + b * K, y + b * ldy, ldy);
+  if constexpr (BR > 1)
+    if (b < B) tile_rows<Kernel, NR, BR - 1>(w, K, x + b * K, B - b, y + b * ldy, ldy);
 }
 
-__attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* b, int64_t n) {
-  float out;
-  const float* xs[1] = {b};
-  float* ys[1] = {&out};
-  tile_avx2<1>(a, n, xs, ys);
-  return out;
+/// The rows n0..n1 of y: kRows weight rows at a time (each met by every input row while it is in
+/// L1), then single rows.
+template <class Kernel>
+void rows(const float* x, int64_t B, int64_t K, const float* W, int64_t ldy, float* y, int64_t n0, int64_t n1) {
+  int64_t n = n0;
+  for (; n + Kernel::kRows <= n1; n += Kernel::kRows)
+    tile_rows<Kernel, Kernel::kRows, Kernel::kBatch>(W + n * K, K, x, B, y + n, ldy);
+  for (; n < n1; ++n) tile_rows<Kernel, 1, Kernel::kBatch>(W + n * K, K, x, B, y + n, ldy);
+}
+
+enum class Isa { Avx512, Avx2, Portable };
+
+/// The best kernel this CPU runs, chosen once.
+Isa isa() {
+  static const Isa chosen = cpu_has_avx512() ? Isa::Avx512 : cpu_has_avx2() ? Isa::Avx2 : Isa::Portable;
+  return chosen;
 }
 
 }  // namespace
 
 float dot_product(const float* a, const float* b, int64_t n) {
-  if (cpu_has_avx2()) return dot_avx2(a, b, n);
   float out;
-  const float* xs[1] = {b};
-  dots_portable<1>(a, xs, n, &out);
+  (isa() == Isa::Portable ? tile_portable<1, 1> : tile_avx2<1, 1>)(a, n, b, &out, 1);
   return out;
 }
 
 void batch_invariant_linear(const float* x, int64_t B, int64_t K, const float* W, int64_t N, float* y, int64_t ldy) {
   // Grain: at least ~64 KiB of weights per task, so small products stay on one thread.
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(K, 1));
-  const auto rows = cpu_has_avx2() ? rows_avx2 : rows_portable;
-  at::parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) { rows(x, B, K, W, ldy, y, n0, n1); });
+  // The kernels' dot products round alike (the same lanes, order and fused steps), so switching at
+  // B = 4 keeps every row's bits.
+  const auto kernel = isa() == Isa::Avx512 && B >= 4 ? rows<Avx512> : isa() != Isa::Portable ? rows<Avx2> : rows<Portable>;
+  at::parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) { kernel(x, B, K, W, ldy, y, n0, n1); });
 }
+
+bool batch_gemv_tiled() { return isa() == Isa::Avx512; }
 
 int decode_kernel_threads() { return std::min(detail::parallel_for_threads_here(), quant_kernel_threads()); }
 

@@ -40,12 +40,12 @@ void rms_norm(const float* x, const float* g, int64_t n, double eps, float* out)
 
 float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
-/// Rotate-half RoPE of one head vector v [Dh] at position `pos` (angle = pos · inv_freq[i]).
-void rope(float* v, int64_t head_dim, const std::vector<float>& inv_freq, int64_t pos) {
+/// Rotate-half RoPE of one head vector v [Dh] by the angles of its position: cos_sin [Dh] holds
+/// cos(pos · inv_freq[i]) for i < Dh/2, then the sines.
+void rope(float* v, int64_t head_dim, const float* cos_sin) {
   const int64_t half = head_dim / 2;
   for (int64_t i = 0; i < half; ++i) {
-    const float angle = float(pos) * inv_freq[i];
-    const float c = std::cos(angle), s = std::sin(angle), x1 = v[i], x2 = v[i + half];
+    const float c = cos_sin[i], s = cos_sin[half + i], x1 = v[i], x2 = v[i + half];
     v[i] = x1 * c - x2 * s;
     v[i + half] = x1 * s + x2 * c;
   }
@@ -83,8 +83,8 @@ void CpuDecoder::linear(const float* x, int64_t B, const Matrix& W, float* y) co
   for (const auto& part : W.parts) {  // each part fills its block of columns of y [B, W.rows]
     const int64_t N = part.size(0);
 #ifdef FBT_WITH_BLAS
-    // Above four rows sgemm's blocking beats streaming the weights once per four rows.
-    if (!options_.batch_invariant && B > 4) sgemm_linear(x, B, W.cols, ptr(part), N, y + row, W.rows);
+    // Above four rows sgemm's blocking beats streaming the weights once per four rows (not tiles).
+    if (!options_.batch_invariant && B > 4 && !batch_gemv_tiled()) sgemm_linear(x, B, W.cols, ptr(part), N, y + row, W.rows);
     else
 #endif
       batch_invariant_linear(x, B, W.cols, ptr(part), N, y + row, W.rows);
@@ -164,6 +164,7 @@ void CpuDecoder::reserve_rows(int64_t B) {
   attn_.assign(B * H * Dh, 0.0f);
   gate_up_.assign(B * 2 * config_.d_ff, 0.0f);
   act_.assign(B * config_.d_ff, 0.0f);
+  rope_.assign(B * config_.head_dim(), 0.0f);
   rows_ = B;
 }
 
@@ -255,6 +256,40 @@ const std::vector<float>& CpuDecoder::state() const {
   return config_.feedback_state == FeedbackState::PostNorm ? a_ : x_;
 }
 
+torch::Tensor CpuDecoder::prefill(const torch::Tensor& tokens_in, const torch::Tensor& valid, KVCache& cache) {
+  const int64_t B = tokens_in.size(0), T = tokens_in.size(1), D = config_.d_model;
+  check_cache(cache, B);
+  if (T < 1 || valid.sizes() != tokens_in.sizes())
+    throw Error("CpuDecoder::prefill: tokens and valid must both be [B, T] with T >= 1");
+  auto tokens = tokens_in.to(torch::kLong).contiguous();
+  check_tokens(tokens);
+  const auto layout = Layout::left_padded(valid.to(torch::kBool).cpu());
+  const int64_t first = cache.reserve(layout);
+  const int64_t chunk = std::max<int64_t>(1, kPrefillRows / B);  // positions per forward
+  const int64_t* ids = tokens.data_ptr<int64_t>();
+  torch::Tensor out;
+  for (int64_t t0 = 0; t0 < T; t0 += chunk) {
+    const int64_t m = std::min(chunk, T - t0);
+    std::vector<RowCache> rows;  // row b·m + i: sequence b at position t0 + i, in cache slot first + t0 + i
+    std::vector<int64_t> tok;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < m; ++i) {
+        rows.push_back(row_view(cache, b, first + t0 + i));
+        tok.push_back(ids[b * T + t0 + i]);
+      }
+    forward(tok.data(), std::vector<char>(B * m, 1), nullptr, rows);
+    if (t0 + m < T) continue;
+    auto h = torch::empty({B, D}, torch::kFloat);  // each sequence's state at its last position
+    for (int64_t b = 0; b < B; ++b)
+      std::memcpy(h.data_ptr<float>() + b * D, state().data() + (b * m + m - 1) * D, D * sizeof(float));
+    cache.h_prev = h;
+    out = logits(m - 1, B, m);
+  }
+  cache.last_token = tokens.select(1, T - 1).clone();
+  cache.next_pos = layout.positions.select(1, T - 1) + 1;
+  return out;
+}
+
 torch::Tensor CpuDecoder::step(const torch::Tensor& tokens_in, DecodeMode mode, KVCache& cache) {
   const int64_t B = tokens_in.numel(), D = config_.d_model;
   check_cache(cache, B);
@@ -268,8 +303,9 @@ torch::Tensor CpuDecoder::step(const torch::Tensor& tokens_in, DecodeMode mode, 
   const int64_t slot = cache.reserve(Layout{cache.next_pos.view({-1, 1}), {}});
   std::vector<RowCache> rows;
   for (int64_t b = 0; b < B; ++b) rows.push_back(row_view(cache, b, slot));
-  auto logits = forward(tokens.data_ptr<int64_t>(), plain, ptr(h_prev), rows);
+  forward(tokens.data_ptr<int64_t>(), plain, ptr(h_prev), rows);
   cache.h_prev = torch::from_blob(const_cast<float*>(state().data()), {B, D}, torch::kFloat).clone();
+  auto logits = this->logits(0, B, 1);
   cache.last_token = tokens;
   cache.next_pos = cache.next_pos + 1;
   return logits;
@@ -298,19 +334,19 @@ torch::Tensor CpuDecoder::step(const torch::Tensor& tokens_in, const std::vector
     KVCache& cache = *caches[b];
     rows.push_back(row_view(cache, 0, cache.reserve(Layout{cache.next_pos.view({-1, 1}), {}})));
   }
-  auto logits = forward(tokens.data_ptr<int64_t>(), plain, h_prev.data(), rows);
+  forward(tokens.data_ptr<int64_t>(), plain, h_prev.data(), rows);
   for (int64_t b = 0; b < B; ++b) {
     KVCache& cache = *caches[b];
     cache.h_prev = torch::from_blob(const_cast<float*>(state().data()) + b * D, {1, D}, torch::kFloat).clone();
     cache.last_token = tokens.narrow(0, b, 1).clone();
     cache.next_pos = cache.next_pos + 1;
   }
-  return logits;
+  return logits(0, B, 1);
 }
 
-torch::Tensor CpuDecoder::forward(const int64_t* tok, const std::vector<char>& plain, const float* h_prev,
-                                  const std::vector<RowCache>& rows) {
-  const int64_t B = plain.size(), D = config_.d_model, V = config_.vocab_size, F = config_.d_ff;
+void CpuDecoder::forward(const int64_t* tok, const std::vector<char>& plain, const float* h_prev,
+                         const std::vector<RowCache>& rows) {
+  const int64_t B = plain.size(), D = config_.d_model, F = config_.d_ff;
   const int64_t H = config_.n_heads, Hkv = config_.n_kv_heads, Dh = config_.head_dim();
   const int64_t proj = proj_width();
   reserve_rows(B);
@@ -344,6 +380,17 @@ torch::Tensor CpuDecoder::forward(const int64_t* tok, const std::vector<char>& p
     }
   }
 
+  // RoPE angles of each row's position, shared by its heads and layers.
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t p = rows[b].pos[rows[b].slot];
+    float* cos_sin = rope_.data() + b * Dh;
+    for (int64_t i = 0; i < Dh / 2; ++i) {
+      const float angle = float(p) * inv_freq_[i];
+      cos_sin[i] = std::cos(angle);
+      cos_sin[Dh / 2 + i] = std::sin(angle);
+    }
+  }
+
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     const Layer& L = layers_[l];
     // Attention branch: x += s · norm_out(Wo · gate ⊙ attention(q, K, V)) (block llama: x += Wo · attention).
@@ -352,15 +399,15 @@ torch::Tensor CpuDecoder::forward(const int64_t* tok, const std::vector<char>& p
     for (int64_t b = 0; b < B; ++b) {
       float* row = proj_.data() + b * proj;
       const RowCache& cache = rows[b];
-      const int64_t p = cache.pos[cache.slot];
+      const float* cos_sin = rope_.data() + b * Dh;
       for (int64_t h = 0; h < H; ++h) {
         if (config_.qk_norm) rms_norm(row + h * Dh, ptr(L.q_norm), Dh, config_.norm_eps, row + h * Dh);
-        rope(row + h * Dh, Dh, inv_freq_, p);
+        rope(row + h * Dh, Dh, cos_sin);
       }
       for (int64_t h = 0; h < Hkv; ++h) {
         float* k = row + (H + h) * Dh;
         if (config_.qk_norm) rms_norm(k, ptr(L.k_norm), Dh, config_.norm_eps, k);
-        rope(k, Dh, inv_freq_, p);
+        rope(k, Dh, cos_sin);
         const int64_t at = (h * cache.capacity + cache.slot) * Dh;
         std::memcpy(cache.k[l] + at, k, Dh * sizeof(float));
         std::memcpy(cache.v[l] + at, row + (H + Hkv + h) * Dh, Dh * sizeof(float));
@@ -380,11 +427,19 @@ torch::Tensor CpuDecoder::forward(const int64_t* tok, const std::vector<char>& p
     add_branch(L.mlp_norm_out, B);
   }
 
-  // Head and feedback state: logits = FinalNorm(x) · Eᵀ (or the untied head); h_prev = FinalNorm(x) or x.
+  // The head's input and the feedback state: FinalNorm(x) in a_; h_prev = FinalNorm(x) or x.
   for (int64_t b = 0; b < B; ++b) rms_norm(x_.data() + b * D, ptr(final_norm_), D, config_.norm_eps, a_.data() + b * D);
-  auto logits = torch::empty({B, V}, torch::kFloat);
-  linear(a_.data(), B, head_, logits.data_ptr<float>());
-  return logits;
+}
+
+torch::Tensor CpuDecoder::logits(int64_t first, int64_t count, int64_t stride) {
+  const int64_t D = config_.d_model;
+  if (stride != 1)  // gather the rows into the first `count` of a_ (in order: row i's target ≤ its source)
+    for (int64_t i = 0; i < count; ++i)
+      std::memmove(a_.data() + i * D, a_.data() + (first + i * stride) * D, D * sizeof(float));
+  const float* in = a_.data() + (stride == 1 ? first * D : 0);
+  auto out = torch::empty({count, config_.vocab_size}, torch::kFloat);
+  linear(in, count, head_, out.data_ptr<float>());  // logits = FinalNorm(x) · Eᵀ (or the untied head)
+  return out;
 }
 
 }  // namespace fbt

@@ -9,13 +9,15 @@ namespace fbt {
 namespace {
 
 // Shape classes: K below one block of 16 lanes, a multiple of it, with a tail; N = 1, odd, large
-// enough to be split across threads. B = 1..9 covers the groups of four and every remainder.
+// enough to be split across threads, with every remainder of the kernels' tiles of 4 rows. B = 1..13
+// covers the streaming kernel's groups of four and the tiled kernel's groups of six (B ≥ 4, AVX-512),
+// with every remainder: a row alone (streamed) and in a batch (tiled) must agree bit for bit.
 TEST(BatchGemv, EqualsTheMatmulAndARowIsTheSameInAnyBatch) {
-  for (auto [K, N] : {std::pair<int64_t, int64_t>{7, 5}, {16, 1}, {64, 259}, {100, 33}, {576, 1536}}) {
+  for (auto [K, N] : {std::pair<int64_t, int64_t>{7, 5}, {16, 1}, {64, 259}, {100, 33}, {576, 1536}, {48, 6}}) {
     torch::manual_seed(K * 1000 + N);
     auto W = torch::randn({N, K});
-    auto x = torch::randn({9, K});
-    for (int64_t B = 1; B <= 9; ++B) {
+    auto x = torch::randn({13, K});
+    for (int64_t B = 1; B <= 13; ++B) {
       auto y = torch::empty({B, N});
       batch_invariant_linear(x.data_ptr<float>(), B, K, W.data_ptr<float>(), N, y.data_ptr<float>(), N);
       auto expected = torch::mm(x.narrow(0, 0, B).to(torch::kDouble), W.to(torch::kDouble).t());

@@ -196,6 +196,67 @@ TEST(CpuDecoder, QuantisedWeightsStepLikeTheirDequantisedModel) {
   }
 }
 
+// CpuDecoder::prefill against prefill() (decode.h): left-padded rows, prompts longer than one pass
+// of kPrefillRows (the later passes attend to the earlier ones' slots), fp32, int8 and int4 weights
+// (int8/int4 with fp32 activations against the model of their dequantised weights).
+TEST(CpuDecoder, PrefillEqualsTheGenericPrefill) {
+  for (const auto& config : configs()) for (auto weights : {DecodeWeights::Fp32, DecodeWeights::Int8, DecodeWeights::Int4}) {
+    auto model = make_test_model(config);
+    auto reference = quant_round_trip(config, weights);
+    torch::NoGradGuard no_grad;
+    CpuDecoder decoder(model, CpuDecoderOptions{/*batch_invariant=*/false, weights, Q8Activations::Fp32});
+    for (int64_t B : {1, 2}) {
+      const int64_t T = CpuDecoder::kPrefillRows + 6;  // B = 1: passes of 64 + 6; B = 2: 32 + 32 + 6
+      torch::manual_seed(21);
+      auto tokens = torch::randint(4, config.vocab_size, {B, T}, torch::kLong);
+      tokens[0][T / 2] = 3;  // the variant's separator (a prefill stays plain: an ordinary token)
+      auto valid = torch::ones({B, T}, torch::kBool);
+      if (B == 2) valid[1].narrow(0, 0, 30).fill_(false);  // row 1: 40 real tokens after 30 pads
+      KVCache generic(config, B, T + 1, torch::dtype(torch::kFloat)), fast(config, B, T + 1, torch::dtype(torch::kFloat));
+      auto expected = prefill(reference, tokens, valid, DecodeMode::Standard, 0, generic);
+      auto got = decoder.prefill(tokens, valid, fast);
+      const std::string where = enum_to_string(config.block) + " weights " + std::to_string(int(weights)) + " layers " +
+                                std::to_string(config.n_layers) + " B " + std::to_string(B);
+      ASSERT_EQ(got.sizes(), expected.sizes()) << where;
+      EXPECT_LT(max_abs_diff(got, expected), kCpuDecoderTol) << where;
+      EXPECT_LT(max_abs_diff(fast.h_prev, generic.h_prev), kCpuDecoderTol) << where;
+      EXPECT_TRUE(torch::equal(fast.next_pos, generic.next_pos)) << where;
+      EXPECT_TRUE(torch::equal(fast.last_token, generic.last_token)) << where;
+      EXPECT_TRUE(torch::equal(fast.slot_pos, generic.slot_pos) && torch::equal(fast.slot_valid, generic.slot_valid)) << where;
+      EXPECT_EQ(fast.length, generic.length) << where;
+      // The keys and values of real tokens (a pad's, never attended to, differ above layer 0).
+      const auto real = generic.slot_valid.view({B, 1, -1, 1});
+      for (int64_t l = 0; l < config.n_layers; ++l) {
+        EXPECT_LT(max_abs_diff(fast.k[l] * real, generic.k[l] * real), kCpuDecoderTol) << where << " layer " << l;
+        EXPECT_LT(max_abs_diff(fast.v[l] * real, generic.v[l] * real), kCpuDecoderTol) << where << " layer " << l;
+      }
+    }
+  }
+}
+
+// With batch-invariant products a prefill is its prompt decoded one token at a time (Standard steps
+// from an empty cache), bit for bit: the same kernels see each position as a row.
+TEST(CpuDecoder, BatchInvariantPrefillIsTokenByTokenDecoding) {
+  for (const auto& config : configs()) {
+    auto model = make_test_model(config);
+    torch::NoGradGuard no_grad;
+    CpuDecoder decoder(model, CpuDecoderOptions{/*batch_invariant=*/true});
+    const int64_t T = CpuDecoder::kPrefillRows + 3;
+    torch::manual_seed(23);
+    auto tokens = torch::randint(4, config.vocab_size, {1, T}, torch::kLong);
+    KVCache whole(config, 1, T, torch::dtype(torch::kFloat)), steps(config, 1, T, torch::dtype(torch::kFloat));
+    auto logits = decoder.prefill(tokens, torch::ones({1, T}, torch::kBool), whole);
+    torch::Tensor last;
+    for (int64_t t = 0; t < T; ++t) last = decoder.step(tokens.select(1, t), DecodeMode::Standard, steps);
+    const std::string where = enum_to_string(config.block) + " layers " + std::to_string(config.n_layers);
+    EXPECT_TRUE(torch::equal(logits, last)) << where;
+    EXPECT_TRUE(torch::equal(whole.h_prev, steps.h_prev)) << where;
+    EXPECT_TRUE(torch::equal(whole.next_pos, steps.next_pos)) << where;
+    for (int64_t l = 0; l < config.n_layers; ++l)
+      EXPECT_TRUE(torch::equal(whole.k[l], steps.k[l]) && torch::equal(whole.v[l], steps.v[l])) << where << " layer " << l;
+  }
+}
+
 // Soft decoding must differ from standard (the fusion is live), and bad input is refused.
 TEST(CpuDecoder, SoftDiffersFromStandardAndBadInputIsRefused) {
   const auto config = ModelConfig::preset("debug");
@@ -210,6 +271,11 @@ TEST(CpuDecoder, SoftDiffersFromStandardAndBadInputIsRefused) {
   EXPECT_GT(max_abs_diff(decoder.step(next, DecodeMode::Soft, a), decoder.step(next, DecodeMode::Standard, b)), 1e-3);
   EXPECT_THROW(decoder.step(torch::full({1}, config.vocab_size, torch::kLong), DecodeMode::Soft, a), Error);
   EXPECT_THROW(decoder.step(next, DecodeMode::Soft, a), Error) << "the cache of 6 slots is full";
+  KVCache c(config, 1, 6, torch::dtype(torch::kFloat));
+  EXPECT_THROW(decoder.prefill(torch::zeros({1, 7}, torch::kLong), torch::ones({1, 7}, torch::kBool), c), Error)
+      << "7 tokens in 6 slots";
+  EXPECT_THROW(decoder.prefill(prompt, torch::ones({1, 4}, torch::kBool), c), Error) << "valid's shape";
+  EXPECT_THROW(decoder.prefill(prompt.fill_(config.vocab_size), valid, c), Error) << "a token outside the vocabulary";
   auto double_model = make_test_model(config);
   double_model->to(torch::kDouble);
   EXPECT_FALSE(CpuDecoder::supports(double_model));

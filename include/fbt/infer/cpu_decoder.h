@@ -69,6 +69,18 @@ class CpuDecoder {
   /// cache, or a cache whose shape does not match the model.
   torch::Tensor step(const torch::Tensor& tokens, DecodeMode mode, KVCache& cache);
 
+  /// Positions per pass of prefill(): its input rows (64 × d_ff ≤ 2048 fp32: ≤ 512 KiB) stay in L2
+  /// while the kernels' tiles stream each weight row past them.
+  static constexpr int64_t kPrefillRows = 64;
+  /// The plain prefill of Standard and Soft decoding, as prefill(model, tokens, valid, mode, 0, cache)
+  /// (decode.h): tokens [B,T] int64 (CPU), left-padded where valid [B,T] is false, into `cache`
+  /// (fp32, CPU, batch B, room for T more slots). Every position is one row of the step's kernels
+  /// (at most kPrefillRows rows per pass through the layers), so with batch-invariant products the
+  /// cache, state and logits are the same bits as decoding the prompt one token at a time.
+  /// Sets cache.h_prev, last_token and next_pos; returns the logits [B,V] after the last position.
+  /// Throws fbt::Error as step(), or if valid's shape differs from tokens'.
+  torch::Tensor prefill(const torch::Tensor& tokens, const torch::Tensor& valid, KVCache& cache);
+
   /// The step for B sequences that each own a KV cache of batch 1 (continuous batching: the
   /// sequences have different lengths). tokens [B] int64 (CPU), modes[b] and caches[b] of row b
   /// (caches filled by prefill or PromptPrefill, fp32, CPU). Row b is plain in Standard mode and
@@ -88,10 +100,14 @@ class CpuDecoder {
     int64_t capacity = 0, slot = 0;
   };
   /// The step itself: tokens tok[B], plain[b] picks row b's plain input, h_prev [B,D] the feedback
-  /// states. Writes the new keys/values into `rows`, returns the logits [B,V]; the new feedback
-  /// states are left in state() [B,D].
-  torch::Tensor forward(const int64_t* tok, const std::vector<char>& plain, const float* h_prev,
-                        const std::vector<RowCache>& rows);
+  /// states (read only for rows not plain). Writes the new keys/values into `rows` (all of them
+  /// before any row attends: rows may share a cache, a later row attending to an earlier one's
+  /// slot); leaves FinalNorm(x) in a_ [B,D] for logits() and the new feedback states in state().
+  void forward(const int64_t* tok, const std::vector<char>& plain, const float* h_prev,
+               const std::vector<RowCache>& rows);
+  /// The logits [count,V] of rows first, first + stride, ... of the last forward (overwrites a_
+  /// unless stride is 1: read state() first).
+  torch::Tensor logits(int64_t first, int64_t count, int64_t stride);
   /// Row `b`'s view of `cache` (of any batch), writing slot `slot`.
   RowCache row_view(KVCache& cache, int64_t b, int64_t slot) const;
   /// The feedback states of the last forward, [B,D] row-major.
@@ -145,6 +161,7 @@ class CpuDecoder {
   int64_t rows_ = 0;
   // Scratch, [B, ·] row-major.
   std::vector<float> x_, a_, e_n_, fused_a_, fused_b_, proj_, attn_, branch_, gate_up_, act_, scores_;
+  std::vector<float> rope_;  ///< [B, Dh]: each row's cos(pos · inv_freq), then its sines
 };
 
 }  // namespace fbt

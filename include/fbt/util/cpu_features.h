@@ -13,4 +13,11 @@ inline bool cpu_has_avx2() {
   return has;
 }
 
+/// True where the CPU and the OS run AVX-512F (its 16-lane registers; GCC's check includes the
+/// OS's XSAVE support of them): the kernels compiled with target("avx512f") may run.
+inline bool cpu_has_avx512() {
+  static const bool has = cpu_has_avx2() && __builtin_cpu_supports("avx512f");
+  return has;
+}
+
 }  // namespace fbt
