@@ -7,8 +7,8 @@ the same shape: decode of 128 tokens after a 64-token context at batch 1, and a 
 in f32, and fbt's int8 / int4 decode against llama.cpp's Q8_0 / Q4_0. Prints medians and fbt / llama.cpp ratios
 (a markdown table) and the read bandwidth `fbt bench --tests memory` measured in each repetition;
 writes the table and the raw numbers to --results-dir. Peak RSS is the whole process's (fbt's
-includes the libtorch runtime, ~180 MB resident), so fbt's row also gives what decoding adds to the
-RSS at start-up, against the bytes of the model and its KV cache.
+includes the libtorch runtime, ~180 MB resident), so fbt's row also gives the private (anonymous)
+memory decoding holds beyond the runtime's at start-up, against the bytes of the model and its KV cache.
 
 llama.cpp is not part of fbt: build it yourself (any checkout; the results name its commit) with
   cmake -S $LLAMA_CPP_DIR -B $LLAMA_CPP_DIR/build -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \\
@@ -56,8 +56,8 @@ def fbt_run(a, shape, weights, reps):
         if row["test"] == "decode":
             r["decode_" + row["mode"]] = row["tokens_per_s"]["median"]
             r["decode_peak_rss_" + row["mode"]] = row["peak_memory_bytes"]
-            if "model_bytes" in row:  # what decoding adds to the runtime, against the model and its KV cache
-                r["decode_memory_ratio_" + row["mode"]] = ((row["peak_memory_bytes"] - rec["startup_rss_bytes"]) /
+            if "anonymous_rss_bytes" in row:  # the data decoding holds beyond the runtime's, against model + KV
+                r["decode_memory_ratio_" + row["mode"]] = ((row["anonymous_rss_bytes"] - rec["startup_anonymous_rss_bytes"]) /
                                                            (row["model_bytes"] + row["kv_cache_bytes"]))
             if "weight_bytes_per_s" in row:
                 r["weight_bytes_per_s_" + row["mode"]] = row["weight_bytes_per_s"]
@@ -67,7 +67,7 @@ def fbt_run(a, shape, weights, reps):
         elif row["test"] == "prefill" and row["mode"] == "standard":
             r["prefill"] = row["tokens_per_s"]["median"]
     r["git_sha"] = rec["git_sha"]
-    r["startup_rss"] = rec["startup_rss_bytes"]
+    r["startup_rss"] = rec["startup_anonymous_rss_bytes"]
     return r
 
 
@@ -180,7 +180,7 @@ def main():
         row("prefill f32", "fbt prefill f32", "llama prefill f32")
         fr, lr = med[shape, "fbt peak RSS f32"], med[shape, "llama peak RSS f32"]
         lines.append(f"| {shape} | peak RSS, f32 decode | {fr / 1e6:.0f} MB | {lr / 1e6:.0f} MB | {fr / lr:.2f}× |")
-        lines.append(f"| {shape} | fbt f32 decode: (peak RSS − start-up RSS {med[shape, 'fbt startup RSS'] / 1e6:.0f} MB)"
+        lines.append(f"| {shape} | fbt f32 decode: (anonymous RSS − start-up's {med[shape, 'fbt startup RSS'] / 1e6:.0f} MB)"
                      f" / (model + KV cache) | {med[shape, 'fbt memory ratio f32']:.2f}× | | |")
         for kind in ("f32", "int8", "int4"):
             gbs = med[shape, f"fbt decode {kind} GB/s"]

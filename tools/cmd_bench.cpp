@@ -102,7 +102,7 @@ void add_memory_rows(const BenchArgs& a, nlohmann::json& record) {
 
 /// Runs the selected measurements; returns the JSON record (rows under "results").
 nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
-  const int64_t startup_rss = resident_bytes();  // before any tensor: the runtime alone
+  const int64_t startup_rss = resident_bytes(), startup_anonymous = anonymous_resident_bytes();  // the runtime alone
   const auto config = bench_shape(a.preset);
   auto train = TrainConfig::preset(a.preset == "1b" ? "1b" : "debug");
   if (device.is_cuda()) torch::manual_seed(a.seed);
@@ -114,6 +114,7 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
       {"threads", torch::get_num_threads()}, {"decode_kernel_threads", decode_kernel_threads()}, {"reps", a.reps}, {"hardware", a.hardware.empty() ? hardware_label(device) : a.hardware},
       {"date", today()}, {"git_sha", git_sha()}, {"libtorch", torch_version()},
       {"parameters", config.parameter_count()}, {"startup_rss_bytes", startup_rss},
+      {"startup_anonymous_rss_bytes", startup_anonymous},
       {"matmul_peak", {{"flops_per_s", peak}, {"dtype", device.is_cuda() ? "bf16" : "fp32"}, {"n", peak_n}}},
       {"results", nlohmann::json::array()}};
   auto& rows = record["results"];
@@ -180,7 +181,7 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
           nlohmann::json row = {{"test", "decode"}, {"mode", mode_label(mode, 0)}, {"batch", batch},
                                 {"context", context}, {"new_tokens", a.new_tokens},
                                 {"tokens_per_s", stats_json(m->tokens_per_s)}, {"seconds", stats_json(m->seconds)},
-                                {"peak_memory_bytes", m->peak_memory_bytes},
+                                {"peak_memory_bytes", m->peak_memory_bytes}, {"anonymous_rss_bytes", m->anonymous_bytes},
                                 {"model_bytes", model_bytes}, {"kv_cache_bytes", r.kv_cache_bytes}};
           if (mode == DecodeMode::Soft) row["overhead_vs_standard"] = stats_json(r.soft_overhead);
           const int64_t bytes = mode == DecodeMode::Soft ? r.soft_weight_bytes : r.standard_weight_bytes;
@@ -244,10 +245,10 @@ std::string markdown(const nlohmann::json& r) {
           gbs = fmt("%.1f", rate / 1e9);
           if (r.contains("read_bandwidth")) gbs += fmt(" (%.0f%%)", 100 * rate / r["read_bandwidth"].get<double>());
         }
-        std::string beyond = "n/a";  // what decoding adds to the runtime, against the model and its KV cache
-        const int64_t peak = row["peak_memory_bytes"].get<int64_t>(), startup = r.value("startup_rss_bytes", int64_t(-1));
-        if (row.contains("model_bytes") && peak > 0 && startup > 0 && r["device"].get<std::string>() == "cpu")
-          beyond = fmt("%.2f", double(peak - startup) /
+        std::string beyond = "n/a";  // the data decoding holds beyond the runtime's, against the model and its KV cache
+        const int64_t held = row.value("anonymous_rss_bytes", int64_t(-1)), startup = r.value("startup_anonymous_rss_bytes", int64_t(-1));
+        if (row.contains("model_bytes") && held > 0 && startup > 0)
+          beyond = fmt("%.2f", double(held - startup) /
                                    double(row["model_bytes"].get<int64_t>() + row["kv_cache_bytes"].get<int64_t>()));
         o << "| " << row["mode"].get<std::string>() << " | " << row["batch"] << " | " << row["context"] << " | "
           << tps(row) << " | " << fmt("%.3f", ms) << " | " << gbs << " | "
@@ -266,7 +267,7 @@ std::string markdown(const nlohmann::json& r) {
                         (r.contains("weights") ? r["weights"].get<std::string>() : std::string("fp32")) + " weights" +
                         (r.contains("activations") ? ", " + r["activations"].get<std::string>() + " activations" : "") + ")",
           "| mode | batch | context | tokens/s | ms/step | weights GB/s (of read bandwidth) | overhead vs standard | peak MB |"
-          " (peak − start-up) / (model + KV) |\n|---|---|---|---|---|---|---|---|---|\n");
+          " (anonymous RSS − start-up's) / (model + KV) |\n|---|---|---|---|---|---|---|---|---|\n");
   o << "\nMFU = model FLOPs (6·N per token per pass + 12·L·D·T attention, PaLM App. B; N = matmul weights,"
        " fusion included in passes ≥ 2) / step time / measured matmul peak. Weights GB/s: the matrix weights a"
        " decode step reads (all of them, once per step; KV cache and norms not counted) / median step time,"
@@ -276,6 +277,9 @@ std::string markdown(const nlohmann::json& r) {
             ? "CUDA allocator peak."
             : "process peak RSS (weights and libraries included); start-up: the RSS before any tensor (the runtime, " +
                   megabytes(r.value("startup_rss_bytes", int64_t(-1))) +
+                  " MB). Anonymous RSS: the process's private memory (heap: tensors, caches, scratch; not the"
+                  " libraries' code pages) at the end of the untimed decode run, less its start-up value (" +
+                  megabytes(r.value("startup_anonymous_rss_bytes", int64_t(-1))) +
                   " MB); model: every parameter's bytes; KV: keys and values for context + new tokens.")
     << "\n";
   return o.str();

@@ -163,10 +163,12 @@ DecodeComparison bench_decode_modes(FBT& model, BenchDecoder decoder, int64_t ba
     graphs[0].emplace(model, DecodeMode::Standard, cache, true);
     graphs[1].emplace(model, DecodeMode::Soft, cache, true);
   }
-  // One run: prefill (untimed), then new_tokens greedy steps in `mode`; returns their seconds.
+  // One run: prefill (untimed; by the decoder that decodes, as fbt generate), then new_tokens greedy
+  // steps in `mode`; returns their seconds.
   auto run = [&](DecodeMode mode) {
     cache.clear();
-    auto next = prefill(model, prompt, valid, DecodeMode::Standard, 0, cache).argmax(-1);  // [B]
+    auto next = (fast ? fast->prefill(prompt, valid, cache)
+                      : prefill(model, prompt, valid, DecodeMode::Standard, 0, cache)).argmax(-1);  // [B]
     synchronize(device);
     const auto start = std::chrono::steady_clock::now();
     auto& graph = graphs[mode == DecodeMode::Soft ? 1 : 0];
@@ -179,11 +181,12 @@ DecodeComparison bench_decode_modes(FBT& model, BenchDecoder decoder, int64_t ba
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   const std::array<DecodeMode, 2> modes{DecodeMode::Standard, DecodeMode::Soft};
-  std::array<int64_t, 2> peak{};
+  std::array<int64_t, 2> peak{}, anonymous{-1, -1};
   for (size_t m = 0; m < modes.size(); ++m) {  // untimed: warms up and measures peak memory
     reset_peak_memory(device);
     run(modes[m]);
     peak[m] = peak_memory_bytes(device);
+    if (device.is_cpu()) anonymous[m] = anonymous_resident_bytes();
   }
   std::array<std::vector<double>, 2> seconds;
   std::vector<double> overhead;
@@ -200,7 +203,7 @@ DecodeComparison bench_decode_modes(FBT& model, BenchDecoder decoder, int64_t ba
   const double tokens = double(batch * new_tokens);
   auto result = [&](size_t m) {
     const auto st = Stats::of(seconds[m]);
-    return BenchResult{st, st.inverse(tokens), peak[m]};
+    return BenchResult{st, st.inverse(tokens), peak[m], anonymous[m]};
   };
   int64_t kv_bytes = 0;
   for (const auto* layers : {&cache.k, &cache.v})

@@ -18,8 +18,8 @@ namespace fbt {
 namespace {
 
 constexpr int64_t kLanes = 16;  // partial sums per dot product
-/// Software prefetch: the weight row a tile's height below, this many floats beyond the current
-/// column (measured).
+/// Software prefetch: the next tile's weights (the NR rows below, contiguous) as one sequential
+/// stream, NR cache lines per step of the tile's loop, this many floats ahead (measured).
 constexpr int64_t kPrefetchAhead = 64;
 
 /// Adds the 16 partial sums pairwise (8+8, 4+4, 2+2, 1+1): the fixed final order of batch_gemv.h.
@@ -71,7 +71,7 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const float* w, int64_t K, co
   for (; k + kLanes <= K; k += kLanes) {
 #pragma GCC unroll 4
     for (int r = 0; r < NR; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(w + (r + NR) * K + k + kPrefetchAhead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w + NR * K + NR * k + r * kLanes + kPrefetchAhead), _MM_HINT_T0);
       const __m256 w0 = _mm256_loadu_ps(w + r * K + k), w1 = _mm256_loadu_ps(w + r * K + k + 8);
 #pragma GCC unroll 4
       for (int b = 0; b < BR; ++b) {
@@ -108,7 +108,7 @@ __attribute__((target("avx512f,avx2,fma"))) void tile_avx512(const float* w, int
     for (int b = 0; b < BR; ++b) xv[b] = _mm512_loadu_ps(x + b * K + k);
 #pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(w + (r + NR) * K + k + kPrefetchAhead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w + NR * K + NR * k + r * kLanes + kPrefetchAhead), _MM_HINT_T0);
       const __m512 wv = _mm512_loadu_ps(w + r * K + k);
 #pragma GCC unroll 8
       for (int b = 0; b < BR; ++b) acc[r][b] = _mm512_fmadd_ps(wv, xv[b], acc[r][b]);
@@ -143,25 +143,27 @@ void tile_portable(const float* w, int64_t K, const float* x, float* y, int64_t 
   }
 }
 
-// The kernels and their tile sizes (NR·BR accumulators in registers). One weight row at a time
-// streamed past four inputs is fastest for decoding (B < 4: weights from memory, each used once);
-// where the inputs are many (prefill, batched decoding) AVX-512's 32 registers hold 4×6 tiles, which
-// use each weight vector six times from a register (measured at ~1.1–1.3× OpenBLAS sgemm at B = 64).
-// AVX2's 16 registers gain nothing from tiles (measured), so it streams rows at every B.
+// The kernels and their tile sizes (NR·BR dot products in registers). AVX-512's 32 registers hold
+// 4×6 tiles: at B = 1 four weight rows share each input load (weights in cache: ~+10–20%; from
+// memory: as fast as one row at a time, measured), and for many inputs (prefill) each weight vector
+// is used six times from a register (~1.0–1.3× OpenBLAS sgemm at B = 64). AVX2's 16 registers fit
+// 4×1 tiles (B = 1), else one weight row streamed past four inputs (tiles measured no faster).
+template <int NR, int BR>
 struct Avx512 {
-  static constexpr int kRows = 4, kBatch = 6;
-  template <int NR, int BR>
-  static void tile(const float* w, int64_t K, const float* x, float* y, int64_t ldy) { tile_avx512<NR, BR>(w, K, x, y, ldy); }
+  static constexpr int kRows = NR, kBatch = BR;
+  template <int R, int C>
+  static void tile(const float* w, int64_t K, const float* x, float* y, int64_t ldy) { tile_avx512<R, C>(w, K, x, y, ldy); }
 };
+template <int NR, int BR>
 struct Avx2 {
-  static constexpr int kRows = 1, kBatch = 4;
-  template <int NR, int BR>
-  static void tile(const float* w, int64_t K, const float* x, float* y, int64_t ldy) { tile_avx2<NR, BR>(w, K, x, y, ldy); }
+  static constexpr int kRows = NR, kBatch = BR;
+  template <int R, int C>
+  static void tile(const float* w, int64_t K, const float* x, float* y, int64_t ldy) { tile_avx2<R, C>(w, K, x, y, ldy); }
 };
 struct Portable {
   static constexpr int kRows = 1, kBatch = 4;
-  template <int NR, int BR>
-  static void tile(const float* w, int64_t K, const float* x, float* y, int64_t ldy) { tile_portable<NR, BR>(w, K, x, y, ldy); }
+  template <int R, int C>
+  static void tile(const float* w, int64_t K, const float* x, float* y, int64_t ldy) { tile_portable<R, C>(w, K, x, y, ldy); }
 };
 
 /// y[b, r] for the NR weight rows w and every input row b < B: tiles of BR rows, then the rest.
@@ -202,9 +204,12 @@ float dot_product(const float* a, const float* b, int64_t n) {
 void batch_invariant_linear(const float* x, int64_t B, int64_t K, const float* W, int64_t N, float* y, int64_t ldy) {
   // Grain: at least ~64 KiB of weights per task, so small products stay on one thread.
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(K, 1));
-  // The kernels' dot products round alike (the same lanes, order and fused steps), so switching at
-  // B = 4 keeps every row's bits.
-  const auto kernel = isa() == Isa::Avx512 && B >= 4 ? rows<Avx512> : isa() != Isa::Portable ? rows<Avx2> : rows<Portable>;
+  // The SIMD kernels' dot products round alike (the same lanes, order and fused steps), so the
+  // choice by B keeps every row's bits.
+  const auto kernel = isa() == Isa::Avx512 ? rows<Avx512<4, 6>>
+                      : isa() == Isa::Portable ? rows<Portable>
+                      : B == 1 ? rows<Avx2<4, 1>>
+                               : rows<Avx2<1, 4>>;
   at::parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) { kernel(x, B, K, W, ldy, y, n0, n1); });
 }
 

@@ -158,13 +158,13 @@ CpuDecoder::CpuDecoder(FBT& model, CpuDecoderOptions options)
 void CpuDecoder::reserve_rows(int64_t B) {
   if (B == rows_) return;
   const int64_t D = config_.d_model, H = config_.n_heads, Dh = config_.head_dim();
-  const int64_t proj = proj_width();
-  for (auto* buf : {&x_, &a_, &e_n_, &fused_a_, &fused_b_, &branch_}) buf->assign(B * D, 0.0f);
-  proj_.assign(B * proj, 0.0f);
-  attn_.assign(B * H * Dh, 0.0f);
-  gate_up_.assign(B * 2 * config_.d_ff, 0.0f);
-  act_.assign(B * config_.d_ff, 0.0f);
-  rope_.assign(B * config_.head_dim(), 0.0f);
+  // New vectors, not assign(): a prefill's 64 rows of scratch are freed when decoding goes back to B.
+  for (auto* buf : {&x_, &a_, &e_n_, &fused_a_, &fused_b_, &branch_}) *buf = std::vector<float>(B * D);
+  proj_ = std::vector<float>(B * proj_width());
+  attn_ = std::vector<float>(B * H * Dh);
+  gate_up_ = std::vector<float>(B * 2 * config_.d_ff);
+  act_ = std::vector<float>(B * config_.d_ff);
+  rope_ = std::vector<float>(B * Dh);
   rows_ = B;
 }
 

@@ -1,6 +1,8 @@
 // Peak memory: /proc/self/status VmHWM on the CPU, the CUDA caching allocator's statistics on GPUs.
 #include "fbt/util/memory_stats.h"
 
+#include <malloc.h>
+
 #include <fstream>
 #include <string>
 
@@ -29,6 +31,7 @@ void reset_peak_memory(const c10::Device& device) {
 #endif
     return;
   }
+  malloc_trim(0);  // hand freed heap pages back first: the window counts what is in use, not glibc's cache
   std::ofstream("/proc/self/clear_refs") << "5";  // "5": reset the peak RSS to the current RSS
 }
 
@@ -45,5 +48,7 @@ int64_t peak_memory_bytes(const c10::Device& device) {
 }
 
 int64_t resident_bytes() { return status_bytes("VmRSS:"); }
+
+int64_t anonymous_resident_bytes() { return status_bytes("RssAnon:"); }
 
 }  // namespace fbt

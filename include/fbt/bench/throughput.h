@@ -56,6 +56,7 @@ struct BenchResult {
   Stats seconds;                 ///< per repetition
   Stats tokens_per_s;            ///< tokens processed per repetition / seconds
   int64_t peak_memory_bytes = -1;
+  int64_t anonymous_bytes = -1;  ///< decode on the CPU: anonymous RSS at the end of the untimed run
 };
 
 /// One training step repeated: forward_passes with `passes` passes (jitter and mixin as in
@@ -86,7 +87,8 @@ struct DecodeComparison {
 /// row, batch rows in lockstep, in Standard and in Soft mode, under InferenceMode; only the
 /// decode steps are timed. The two modes alternate within each repetition (which one goes first
 /// alternates too), so drift of a shared machine's speed cancels out of the soft overhead, which
-/// is taken per repetition pair. Peak memory is measured per mode in one extra, untimed run.
+/// is taken per repetition pair. Peak memory (and, on the CPU, the anonymous RSS at its end) is
+/// measured per mode in one extra, untimed run.
 /// `decoder` picks the step: decode_step (Generic), CpuDecoder (Cpu: cpu_decoder.h, what `fbt
 /// generate` uses for fp32 CPU models) or GraphDecoder replaying a CUDA graph (Graph:
 /// graph_decoder.h; one per mode, captured in the untimed first run; the cache has exactly

@@ -6,9 +6,10 @@
 
 namespace fbt {
 
-/// Starts a new peak-memory window for `device`. CPU: resets the kernel's peak RSS (VmHWM)
-/// by writing 5 to /proc/self/clear_refs (Linux ≥ 4.0; a no-op where that file is not
-/// writable). CUDA: resets the caching allocator's peak statistics of the device.
+/// Starts a new peak-memory window for `device`. CPU: returns the heap's free pages to the OS
+/// (glibc malloc_trim, so memory freed earlier — e.g. building the model — is not counted), then
+/// resets the kernel's peak RSS (VmHWM) by writing 5 to /proc/self/clear_refs (Linux ≥ 4.0; a
+/// no-op where that file is not writable). CUDA: resets the caching allocator's peak statistics of the device.
 void reset_peak_memory(const c10::Device& device);
 
 /// Peak memory in bytes since the last reset_peak_memory (or since the start of the process).
@@ -20,5 +21,9 @@ int64_t peak_memory_bytes(const c10::Device& device);
 /// The resident set size of the process now (VmRSS of /proc/self/status) in bytes, -1 where it
 /// cannot be read. At start-up it is the runtime's own footprint (libtorch's code and data).
 int64_t resident_bytes();
+
+/// The anonymous part of it now (RssAnon: the heap and other private memory — tensors, caches —
+/// without the pages of mapped files such as the libraries' code) in bytes, -1 where it cannot be read.
+int64_t anonymous_resident_bytes();
 
 }  // namespace fbt
