@@ -263,7 +263,8 @@ torch::Tensor CpuDecoder::prefill(const torch::Tensor& tokens_in, const torch::T
     throw Error("CpuDecoder::prefill: tokens and valid must both be [B, T] with T >= 1");
   auto tokens = tokens_in.to(torch::kLong).contiguous();
   check_tokens(tokens);
-  const auto layout = Layout::left_padded(valid.to(torch::kBool).cpu());
+  auto layout = Layout::left_padded(valid.to(torch::kBool).cpu());
+  layout.positions += cache.next_pos.view({B, 1});  // a chunk continues the positions before it
   const int64_t first = cache.reserve(layout);
   const int64_t chunk = std::max<int64_t>(1, kPrefillRows / B);  // positions per forward
   const int64_t* ids = tokens.data_ptr<int64_t>();

@@ -214,7 +214,7 @@ void Engine::State::prefill_one() {
       const int64_t n = r.prompt.size();
       // Slots for the prompt and every generated token but the last (never fed); n < context.
       const int64_t capacity = std::min(model->config().context, n + r.max_new_tokens - 1);
-      s.prefill.emplace(model, r.prompt, r.mode, r.fused_passes, capacity);
+      s.prefill.emplace(model, r.prompt, r.mode, r.fused_passes, capacity, cpu ? &*cpu : nullptr);
     }
     const int64_t before = s.prefill->prefilled();
     auto logits = s.prefill->run(options.prefill_chunk);

@@ -6,8 +6,8 @@
 namespace fbt {
 
 PromptPrefill::PromptPrefill(FBT model, std::vector<int64_t> prompt, DecodeMode mode, int64_t fused_passes,
-                             int64_t capacity)
-    : model_(std::move(model)), prompt_(std::move(prompt)), capacity_(capacity) {
+                             int64_t capacity, CpuDecoder* cpu)
+    : model_(std::move(model)), prompt_(std::move(prompt)), capacity_(capacity), cpu_(cpu) {
   const int64_t n = prompt_.size(), context = model_->config().context;
   if (n == 0) throw Error("the prompt is empty");
   if (capacity < n || capacity > context)
@@ -31,6 +31,11 @@ torch::Tensor PromptPrefill::run(int64_t chunk) {
 
   auto tokens = torch::tensor(std::vector<int64_t>(prompt_.begin() + start, prompt_.begin() + start + m),
                               torch::kLong).view({1, m}).to(param.device());  // [1,m]
+  if (cpu_ && passes_ == 1) {  // one plain pass, continuing the cache (positions from its next_pos)
+    auto logits = cpu_->prefill(tokens, torch::ones({1, m}, torch::kBool), caches_[0]);
+    next_ += m;
+    return done() ? logits : torch::Tensor();
+  }
   const Layout layout{torch::arange(start, start + m, tokens.options()).view({1, m}), {}};
   auto e_n = model_->plain_input(model_->embed(tokens));  // [1,m,D]
   auto x = model_->stack(e_n, layout, &caches_[0]);      // pass 0: plain

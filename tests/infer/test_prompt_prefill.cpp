@@ -64,6 +64,40 @@ TEST(PromptPrefill, ChunksEqualTheWholePromptPrefillInEveryMode) {
   }
 }
 
+// On the CPU decoder (batch-invariant, as the engine runs it) a Standard or Soft prefill is the
+// same bits in any chunks, and equals the generic prefill to fp32 rounding.
+TEST(PromptPrefill, OnTheCpuDecoderChunksAreTheSameBits) {
+  auto config = ModelConfig::preset("debug");
+  auto model = make_test_model(config);
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(13);
+  auto tokens = torch::randint(4, config.vocab_size, {1, 13}, torch::kLong);
+  std::vector<int64_t> prompt(tokens.data_ptr<int64_t>(), tokens.data_ptr<int64_t>() + 13);
+  CpuDecoder cpu(model, CpuDecoderOptions{/*batch_invariant=*/true});
+  for (auto mode : {DecodeMode::Standard, DecodeMode::Soft}) {
+    KVCache generic(config, 1, 16, torch::dtype(torch::kFloat));
+    auto expected = prefill(model, tokens, torch::ones({1, 13}, torch::kBool), mode, 0, generic);
+    PromptPrefill whole(model, prompt, mode, 0, 16, &cpu);
+    auto reference = whole.run(13);
+    EXPECT_LT(max_abs_diff(reference, expected), kPrefillTol) << mode_label(mode, 0);
+    EXPECT_LT(max_abs_diff(whole.cache().h_prev, generic.h_prev), kPrefillTol) << mode_label(mode, 0);
+    for (int64_t chunk : {1, 5}) {
+      const std::string where = mode_label(mode, 0) + " chunk " + std::to_string(chunk);
+      PromptPrefill chunked(model, prompt, mode, 0, 16, &cpu);
+      torch::Tensor logits;
+      while (!chunked.done()) logits = chunked.run(chunk);
+      auto& cache = chunked.cache();
+      EXPECT_TRUE(torch::equal(logits, reference)) << where;
+      EXPECT_TRUE(torch::equal(cache.h_prev, whole.cache().h_prev)) << where;
+      EXPECT_TRUE(torch::equal(cache.slot_pos, generic.slot_pos)) << where;
+      EXPECT_EQ(cache.next_pos.item<int64_t>(), 13) << where;
+      EXPECT_EQ(cache.last_token.item<int64_t>(), prompt.back()) << where;
+      for (int64_t l = 0; l < config.n_layers; ++l)
+        EXPECT_TRUE(torch::equal(cache.k[l], whole.cache().k[l]) && torch::equal(cache.v[l], whole.cache().v[l])) << where;
+    }
+  }
+}
+
 // Without the carry, a chunk's first position would be fused with a zero state: chunking a
 // fused prefill at every token must still differ from the plain prefill (the fusion is live).
 TEST(PromptPrefill, FusedPassesChangeTheResult) {
