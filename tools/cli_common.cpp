@@ -215,7 +215,8 @@ CLI::Option* add_weights_option(CLI::App* cmd, std::string& value) {
   return cmd
       ->add_option("--weights", value,
                    "Weights of the CPU decode step: fp32 (the model's own), int8 (Q8_0 blocks quantised at load: "
-                   "a quarter of the bytes per token) or int4 (Q4_0 blocks, the head Q8_0: an eighth); prefill stays fp32")
+                   "a quarter of the bytes per token) or int4 (Q4_0 blocks, the head Q8_0: an eighth); the Standard/Soft "
+                   "prefill runs on them too (Fused prefill: fp32)")
       ->check(CLI::IsMember({"fp32", "int8", "int4"}))
       ->capture_default_str();
 }
