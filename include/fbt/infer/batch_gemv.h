@@ -1,4 +1,4 @@
-// A batch-invariant matrix-vector product for decoding: y[b] = W · x[b] for a few rows b, each
+// A batch-invariant matrix product for decoding and prefill: y[b] = W · x[b] for rows b, each
 // rounded the same however many rows are computed together.
 #pragma once
 #include <cstdint>
@@ -13,9 +13,9 @@ namespace fbt {
 /// contraction. So y[b] is the same, bit for bit, at any B and for any other rows beside it — the
 /// property continuous batching needs (a served sequence's output must not depend on its batch),
 /// which BLAS does not give (OpenBLAS's sgemm picks other kernels as B grows; sgemv rounds unlike
-/// sgemm). For B < 4 (decoding) the weights stream from memory one row at a time, each row meeting
-/// every input; from B = 4 on, with AVX-512, tiles of 4 weight rows × 6 inputs keep 24 dot
-/// products in registers (batch_gemv_tiled).
+/// sgemm). At B = 1 the weights stream from memory one row at a time; above, with AVX-512, tiles of
+/// 4 weight rows × 6 inputs keep 24 dot products in registers (batch_gemv_tiled; the next tile
+/// prefetched as one stream); with AVX2 one weight row meets four inputs at a time.
 /// Output rows n are split across libtorch's intra-op threads. The AVX-512 and AVX2+FMA kernels
 /// (the 16 partial sums in one or two registers, each step a fused multiply-add; bit-identical to
 /// each other) are chosen at run time where the CPU has them, else portable code that multiplies,

@@ -1,4 +1,5 @@
-// A dedicated decode step for fp32 models on the CPU: plain loops and our own matrix-vector kernels.
+// A dedicated decode step (and plain prefill) for fp32 models on the CPU: plain loops and our own
+// matrix kernels.
 //
 // The generic decode_step (decode.h) runs ~40 libtorch operators per layer, and at batch 1 on a
 // small model their dispatch cost, not arithmetic, sets the speed. CpuDecoder computes the same
@@ -6,9 +7,10 @@
 // matrix product per projection group — q, k, v and the output gate together, the SwiGLU gate
 // and up together — and hand-written RMSNorm, RoPE, attention and SwiGLU loops, with no autograd
 // and no per-token allocation besides the returned logits. A decode step reads every weight
-// once, so its speed is the memory bandwidth: the products run on AVX2 kernels that stream the
-// model's own fp32 tensors (batch_gemv.h; no second copy), or Q8_0 / Q4_0 copies of them
-// (quant_gemv.h, a quarter / an eighth of the bytes).
+// once, so its speed is the memory bandwidth: the products run on AVX-512 / AVX2 kernels that
+// stream the model's own fp32 tensors (batch_gemv.h; no second copy), or Q8_0 / Q4_0 copies of
+// them (quant_gemv.h, a quarter / an eighth of the bytes). A prefill is the same step with every
+// prompt position a row (the kernels' tiles reuse each weight across positions).
 #pragma once
 #include <optional>
 #include <string>
