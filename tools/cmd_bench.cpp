@@ -160,17 +160,19 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
     throw Error("--weights " + a.weights + ": only the dedicated CPU decode step (--decoder auto or cpu, fp32 model on the CPU) has quantised weights");
   record["weights"] = a.weights;
   if (cpu_options.weights != DecodeWeights::Fp32) record["activations"] = a.activations;
-  std::optional<CpuDecoder> prefill_decoder;  // Standard prefill as fbt generate runs it
-  if (cpu_decoder && wants(a, "prefill")) prefill_decoder.emplace(model, cpu_options);
   int64_t model_bytes = 0;  // every parameter (the norms and the embedding too)
   for (const auto& p : model->parameters()) model_bytes += p.numel() * int64_t(p.element_size());
   for (int64_t batch : a.batch_sizes) {
     for (int64_t context : a.contexts) {
       if (wants(a, "prefill")) {
+        std::optional<CpuDecoder> prefill_decoder;  // Standard prefill as fbt generate runs it (gone before decode)
+        if (cpu_decoder) prefill_decoder.emplace(model, cpu_options);
         for (auto [mode, k] : {std::pair{DecodeMode::Standard, 0}, std::pair{DecodeMode::Fused, 1}}) {
           const auto r = bench_prefill(model, mode, k, batch, context, a.warmup, a.reps, a.seed,
                                        prefill_decoder ? &*prefill_decoder : nullptr);
+          const bool on_cpu_decoder = prefill_decoder && mode == DecodeMode::Standard;
           rows.push_back({{"test", "prefill"}, {"mode", mode_label(mode, k)}, {"batch", batch},
+                          {"decoder", on_cpu_decoder ? "cpu" : "generic"},
                           {"context", context}, {"tokens_per_s", stats_json(r.tokens_per_s)},
                           {"seconds", stats_json(r.seconds)}, {"peak_memory_bytes", r.peak_memory_bytes}});
         }
@@ -235,8 +237,8 @@ std::string markdown(const nlohmann::json& r) {
           << fmt("%.1f%%", 100 * row["mfu"].get<double>()) << " | "
           << fmt("%.3f", row["step_vs_k_times_k1"].get<double>()) << " | " << mem << " |\n";
       } else if (test == "prefill") {
-        o << "| " << row["mode"].get<std::string>() << " | " << row["batch"] << " | " << row["context"] << " | "
-          << tps(row) << " | " << mem << " |\n";
+        o << "| " << row["mode"].get<std::string>() << " | " << row.value("decoder", std::string("generic")) << " | "
+          << row["batch"] << " | " << row["context"] << " | " << tps(row) << " | " << mem << " |\n";
       } else {
         const double ms = 1e3 * row["seconds"]["median"].get<double>() / row["new_tokens"].get<double>();
         std::string gbs = "n/a";
@@ -261,7 +263,8 @@ std::string markdown(const nlohmann::json& r) {
           "| threads | read GB/s | triad GB/s |\n|---|---|---|\n");
   section("train", "Training step (forward K passes + backward + NorMuon/Adam step)",
           "| K | batch×seq | tokens/s | step ms | MFU | step / (K · step K=1) | peak MB |\n|---|---|---|---|---|---|---|\n");
-  section("prefill", "Prefill", "| mode | batch | context | tokens/s | peak MB |\n|---|---|---|---|---|\n");
+  section("prefill", "Prefill (decoder cpu: CpuDecoder::prefill, as fbt generate runs Standard/Soft; generic: libtorch)",
+          "| mode | decoder | batch | context | tokens/s | peak MB |\n|---|---|---|---|---|---|\n");
   section("decode", "Decode (greedy, after a plain prefill of `context` tokens; " +
                         (r.contains("decoder") ? r["decoder"].get<std::string>() : std::string("no")) + " decoder, " +
                         (r.contains("weights") ? r["weights"].get<std::string>() : std::string("fp32")) + " weights" +

@@ -158,13 +158,13 @@ CpuDecoder::CpuDecoder(FBT& model, CpuDecoderOptions options)
 void CpuDecoder::reserve_rows(int64_t B) {
   if (B == rows_) return;
   const int64_t D = config_.d_model, H = config_.n_heads, Dh = config_.head_dim();
-  // New vectors, not assign(): a prefill's 64 rows of scratch are freed when decoding goes back to B.
-  for (auto* buf : {&x_, &a_, &e_n_, &fused_a_, &fused_b_, &branch_}) *buf = std::vector<float>(B * D);
-  proj_ = std::vector<float>(B * proj_width());
-  attn_ = std::vector<float>(B * H * Dh);
-  gate_up_ = std::vector<float>(B * 2 * config_.d_ff);
-  act_ = std::vector<float>(B * config_.d_ff);
-  rope_ = std::vector<float>(B * Dh);
+  // assign() keeps the capacity: the engine alternates prefill passes and decode steps.
+  for (auto* buf : {&x_, &a_, &e_n_, &fused_a_, &fused_b_, &branch_}) buf->assign(B * D, 0.0f);
+  proj_.assign(B * proj_width(), 0.0f);
+  attn_.assign(B * H * Dh, 0.0f);
+  gate_up_.assign(B * 2 * config_.d_ff, 0.0f);
+  act_.assign(B * config_.d_ff, 0.0f);
+  rope_.assign(B * Dh, 0.0f);
   rows_ = B;
 }
 
@@ -211,7 +211,7 @@ void CpuDecoder::check_cache(const KVCache& cache, int64_t batch) const {
   if (cache.batch() != batch || int64_t(cache.k.size()) != config_.n_layers || cache.k[0].size(3) != config_.head_dim() ||
       cache.k[0].size(1) != config_.n_kv_heads || cache.k[0].scalar_type() != torch::kFloat ||
       !cache.k[0].device().is_cpu() || !cache.k[0].is_contiguous())
-    throw Error("CpuDecoder::step: the KV cache does not match the model, batch or fp32 CPU layout");
+    throw Error("CpuDecoder: the KV cache does not match the model, batch or fp32 CPU layout");
 }
 
 CpuDecoder::RowCache CpuDecoder::row_view(KVCache& cache, int64_t b, int64_t slot) const {
@@ -256,15 +256,18 @@ const std::vector<float>& CpuDecoder::state() const {
   return config_.feedback_state == FeedbackState::PostNorm ? a_ : x_;
 }
 
-torch::Tensor CpuDecoder::prefill(const torch::Tensor& tokens_in, const torch::Tensor& valid, KVCache& cache) {
+torch::Tensor CpuDecoder::prefill(const torch::Tensor& tokens_in, const torch::Tensor& valid_in, KVCache& cache) {
+  if (tokens_in.dim() != 2 || tokens_in.size(1) < 1 || valid_in.sizes() != tokens_in.sizes())
+    throw Error("CpuDecoder::prefill: tokens and valid must both be [B, T] with T >= 1");
   const int64_t B = tokens_in.size(0), T = tokens_in.size(1), D = config_.d_model;
   check_cache(cache, B);
-  if (T < 1 || valid.sizes() != tokens_in.sizes())
-    throw Error("CpuDecoder::prefill: tokens and valid must both be [B, T] with T >= 1");
   auto tokens = tokens_in.to(torch::kLong).contiguous();
   check_tokens(tokens);
-  auto layout = Layout::left_padded(valid.to(torch::kBool).cpu());
-  layout.positions += cache.next_pos.view({B, 1});  // a chunk continues the positions before it
+  const auto valid = valid_in.to(torch::kBool).cpu();
+  auto layout = Layout::left_padded(valid);
+  // A chunk continues the positions before it; an empty (new or cleared) cache starts at 0.
+  const auto start = cache.length == 0 ? torch::zeros({B}, torch::kLong) : cache.next_pos.clone();  // [B]
+  layout.positions += start.view({B, 1});
   const int64_t first = cache.reserve(layout);
   const int64_t chunk = std::max<int64_t>(1, kPrefillRows / B);  // positions per forward
   const int64_t* ids = tokens.data_ptr<int64_t>();
@@ -287,7 +290,7 @@ torch::Tensor CpuDecoder::prefill(const torch::Tensor& tokens_in, const torch::T
     out = logits(m - 1, B, m);
   }
   cache.last_token = tokens.select(1, T - 1).clone();
-  cache.next_pos = layout.positions.select(1, T - 1) + 1;
+  cache.next_pos = start + valid.sum(1);  // a row of pads only keeps its next position
   return out;
 }
 

@@ -188,8 +188,10 @@ __attribute__((target("avx2,fma,f16c"))) inline void tile_avx2(const QuantMatrix
     for (int c = 0; c < BC; ++c) even[r][c] = odd[r][c] = _mm256_setzero_ps();
   // acc[r][c] += block ib of row n + r · block ib of input row b0 + c
   auto add_block = [&](int64_t ib, __m256 (*acc)[BC]) __attribute__((always_inline, target("avx2,fma,f16c"))) {
-    const uint8_t* ahead = rows + NR * nb * bb + NR * ib * bb + kPrefetchAhead;  // the NR blocks of this step
-    for (int64_t at = 0; at < NR * bb; at += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + at), _MM_HINT_T0);
+    if constexpr (NR > 1) {  // a single row streams best on the hardware prefetcher alone
+      const uint8_t* ahead = rows + NR * nb * bb + NR * ib * bb + kPrefetchAhead;  // the NR blocks of this step
+      for (int64_t at = 0; at < NR * bb; at += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + at), _MM_HINT_T0);
+    }
     __m256i xv[BC], offset[BC];
     float dx[BC];
     for (int c = 0; c < BC; ++c) {

@@ -257,6 +257,35 @@ TEST(CpuDecoder, BatchInvariantPrefillIsTokenByTokenDecoding) {
   }
 }
 
+// A left-padded batch prefilled in two chunks (row 1 all pads in the first) equals it prefilled at
+// once, bit for bit (batch-invariant products); a cleared cache starts again at position 0.
+TEST(CpuDecoder, PrefillChunksContinueAndAClearedCacheStartsAgain) {
+  const auto config = ModelConfig::preset("debug");
+  auto model = make_test_model(config);
+  torch::NoGradGuard no_grad;
+  CpuDecoder decoder(model, CpuDecoderOptions{/*batch_invariant=*/true});
+  torch::manual_seed(29);
+  const int64_t B = 2, T = 9, split = 4;
+  auto tokens = torch::randint(4, config.vocab_size, {B, T}, torch::kLong);
+  auto valid = torch::ones({B, T}, torch::kBool);
+  valid[1].narrow(0, 0, 6).fill_(false);  // row 1: 6 pads, then 3 real tokens
+  KVCache whole(config, B, T, torch::dtype(torch::kFloat)), chunked(config, B, T, torch::dtype(torch::kFloat));
+  auto expected = decoder.prefill(tokens, valid, whole);
+  decoder.prefill(tokens.narrow(1, 0, split), valid.narrow(1, 0, split), chunked);
+  EXPECT_EQ(chunked.next_pos[1].item<int64_t>(), 0) << "a row of pads only has no position yet";
+  auto got = decoder.prefill(tokens.narrow(1, split, T - split), valid.narrow(1, split, T - split), chunked);
+  EXPECT_TRUE(torch::equal(got, expected));
+  EXPECT_TRUE(torch::equal(chunked.h_prev, whole.h_prev));
+  EXPECT_TRUE(torch::equal(chunked.next_pos, whole.next_pos));
+  EXPECT_TRUE(torch::equal(chunked.slot_pos, whole.slot_pos));
+  const auto real = whole.slot_valid.view({B, 1, -1, 1});
+  for (int64_t l = 0; l < config.n_layers; ++l)
+    EXPECT_TRUE(torch::equal(chunked.k[l] * real, whole.k[l] * real)) << "layer " << l;
+  whole.clear();  // as a benchmark reuses its cache
+  EXPECT_TRUE(torch::equal(decoder.prefill(tokens, valid, whole), expected));
+  EXPECT_TRUE(torch::equal(whole.next_pos, chunked.next_pos));
+}
+
 // Soft decoding must differ from standard (the fusion is live), and bad input is refused.
 TEST(CpuDecoder, SoftDiffersFromStandardAndBadInputIsRefused) {
   const auto config = ModelConfig::preset("debug");

@@ -76,8 +76,9 @@ class CpuDecoder {
   static constexpr int64_t kPrefillRows = 64;
   /// The plain prefill of Standard and Soft decoding, as prefill(model, tokens, valid, mode, 0, cache)
   /// (decode.h): tokens [B,T] int64 (CPU), left-padded where valid [B,T] is false, into `cache`
-  /// (fp32, CPU, batch B, room for T more slots). Positions count on from cache.next_pos (0 in a
-  /// new cache), so a prompt may be prefilled in chunks, each call continuing the last. Every
+  /// (fp32, CPU, batch B, room for T more slots). Positions count on from cache.next_pos when the
+  /// cache holds slots (from 0 in an empty one), so a prompt may be prefilled in chunks, each call
+  /// continuing the last. Every
   /// position is one row of the step's kernels (at most kPrefillRows rows per pass through the
   /// layers), so with batch-invariant products the cache, state and logits are the same bits as
   /// decoding the prompt one token at a time — in any chunks.
