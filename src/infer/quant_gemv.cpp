@@ -37,13 +37,20 @@ uint16_t fp16_bits_at(const uint8_t* p) {
   return bits;
 }
 
+/// 1/d, or 0 where d is 0 or so small (|d| < ~3e−39) that 1/d overflows: such a block quantises to
+/// zeros (v·inf would be inf or NaN, and its conversion to an integer undefined).
+float inverse_scale(float d) {
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  return std::isfinite(id) ? id : 0.0f;
+}
+
 /// Quantises one block of 32 values to Q8_0: q = round(v/d), d = max|v|/127 (0 for an all-zero
 /// block). The rule of the weights and of the Int8 activations. Returns d as computed in fp32 (the
 /// caller rounds it to fp16 for weights).
 float quantize_block_q8(const float* v, int8_t* q) {
   float amax = 0;
   for (int64_t i = 0; i < kBlock; ++i) amax = std::max(amax, std::abs(v[i]));
-  const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float d = amax / 127.0f, id = inverse_scale(d);
   for (int64_t i = 0; i < kBlock; ++i) q[i] = int8_t(std::round(v[i] * id));
   return d;
 }
@@ -59,7 +66,7 @@ float quantize_block_q4(const float* v, uint8_t* qs) {
       max = v[i];
     }
   }
-  const float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float d = max / -8.0f, id = inverse_scale(d);
   auto q = [&](float x) { return uint8_t(std::min<int>(15, int(int8_t(x * id + 8.5f)))); };
   for (int64_t j = 0; j < kBlock / 2; ++j) qs[j] = uint8_t(q(v[j]) | (q(v[j + kBlock / 2]) << 4));
   return d;
