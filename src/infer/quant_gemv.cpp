@@ -77,7 +77,7 @@ struct Inputs {
   const float* x;
   const int8_t* xq;  ///< [B, K]
   const float* dx;   ///< [B, K/32], fp32 scales
-  const int32_t* sx;  ///< [B, K/32], Σ of each block's 32 int8 values (Q4_0's offset of 8, below)
+  const int32_t* sx;  ///< [B, K/32], Σ of each block's 32 int8 values (Q4_0 only: its offset of 8, below)
   int64_t K;
 };
 
@@ -199,13 +199,13 @@ __attribute__((target("avx2,fma,f16c"))) inline void tile_avx2(const QuantMatrix
       const uint8_t* ahead = rows + NR * nb * bb + NR * ib * bb + kPrefetchAhead;  // the NR blocks of this step
       for (int64_t at = 0; at < NR * bb; at += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + at), _MM_HINT_T0);
     }
-    __m256i xv[BC], offset[BC];
+    __m256i xv[BC], offset[BC]{};  // offset: Q4_0 only
     float dx[BC];
     for (int c = 0; c < BC; ++c) {
       const int64_t at = (b0 + c) * nb + ib;
       if constexpr (ACT == Q8Activations::Int8) {
         xv[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in.xq + at * kBlock));
-        offset[c] = _mm256_setr_epi32(8 * in.sx[at], 0, 0, 0, 0, 0, 0, 0);
+        if constexpr (F == QuantFormat::Q4_0) offset[c] = _mm256_setr_epi32(8 * in.sx[at], 0, 0, 0, 0, 0, 0, 0);
         dx[c] = in.dx[at];
       }
     }
@@ -305,11 +305,13 @@ void quant_linear(const float* x, int64_t B, const QuantMatrix& W, float* y, Q8A
   thread_local std::vector<float> dx;
   thread_local std::vector<int32_t> sx;
   if (act == Q8Activations::Int8) {
+    const bool sums = W.format() == QuantFormat::Q4_0;  // Q4_0's offset (tile_avx2)
     xq.resize(B * K);
     dx.resize(B * nb);
-    sx.resize(B * nb);
+    sx.resize(sums ? B * nb : 0);
     for (int64_t i = 0; i < B * nb; ++i) {
       dx[i] = quantize_block_q8(x + i * kBlock, xq.data() + i * kBlock);
+      if (!sums) continue;
       sx[i] = 0;
       for (int64_t j = 0; j < kBlock; ++j) sx[i] += xq[i * kBlock + j];
     }
