@@ -332,11 +332,14 @@ TEST(Sandbox, KilledHarnessTakesTheSandboxAlong) {
     }
     ::_exit(0);
   }
+  // True as soon as one look sees `done` (a second look could catch a transient fork and miss it).
   const auto until = [](auto done, double seconds) {
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    while (!done() && std::chrono::steady_clock::now() < end)
+    for (;;) {
+      if (done()) return true;
+      if (std::chrono::steady_clock::now() >= end) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    return done();
+    }
   };
   const bool started = until([&] { return processes_with_marker(marker) == 2; }, 30);
   ::kill(harness, SIGKILL);
