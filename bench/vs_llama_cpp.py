@@ -8,7 +8,8 @@ in f32, and fbt's int8 / int4 decode against llama.cpp's Q8_0 / Q4_0. Prints med
 (a markdown table) and the read bandwidth `fbt bench --tests memory` measured in each repetition;
 writes the table and the raw numbers to --results-dir. Peak RSS is the whole process's (fbt's
 includes the libtorch runtime, ~180 MB resident), so fbt's row also gives the private (anonymous)
-memory decoding holds beyond the runtime's at start-up, against the bytes of the model and its KV cache.
+memory decoding holds beyond the runtime's (after start-up and fbt bench's matmul-peak measurement,
+which touches BLAS's buffers), against the bytes of the model and its KV cache.
 
 llama.cpp is not part of fbt: build it yourself (any checkout; the results name its commit) with
   cmake -S $LLAMA_CPP_DIR -B $LLAMA_CPP_DIR/build -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \\
@@ -126,7 +127,7 @@ def main():
         for shape in shapes:
             def fbt_side():
                 nonlocal fbt_sha
-                f = fbt_run(a, shape, "fp32", 7)  # 7 pairs: the soft overhead is a few percent
+                f = fbt_run(a, shape, "fp32", 7)  # 7 repetitions of 128 step pairs: the soft overhead is a few percent
                 q = fbt_run(a, shape, "int8", 3)
                 q4 = fbt_run(a, shape, "int4", 3)
                 fbt_sha = f["git_sha"]
@@ -180,7 +181,7 @@ def main():
         row("prefill f32", "fbt prefill f32", "llama prefill f32")
         fr, lr = med[shape, "fbt peak RSS f32"], med[shape, "llama peak RSS f32"]
         lines.append(f"| {shape} | peak RSS, f32 decode | {fr / 1e6:.0f} MB | {lr / 1e6:.0f} MB | {fr / lr:.2f}× |")
-        lines.append(f"| {shape} | fbt f32 decode: (anonymous RSS − start-up's {med[shape, 'fbt startup RSS'] / 1e6:.0f} MB)"
+        lines.append(f"| {shape} | fbt f32 decode: (anonymous RSS − the runtime's {med[shape, 'fbt startup RSS'] / 1e6:.0f} MB)"
                      f" / (model + KV cache) | {med[shape, 'fbt memory ratio f32']:.2f}× | | |")
         for kind in ("f32", "int8", "int4"):
             gbs = med[shape, f"fbt decode {kind} GB/s"]

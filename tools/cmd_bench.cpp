@@ -102,13 +102,16 @@ void add_memory_rows(const BenchArgs& a, nlohmann::json& record) {
 
 /// Runs the selected measurements; returns the JSON record (rows under "results").
 nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
-  const int64_t startup_rss = resident_bytes(), startup_anonymous = anonymous_resident_bytes();  // the runtime alone
+  const int64_t startup_rss = resident_bytes();  // the runtime alone
   const auto config = bench_shape(a.preset);
   auto train = TrainConfig::preset(a.preset == "1b" ? "1b" : "debug");
   if (device.is_cuda()) torch::manual_seed(a.seed);
   const auto peak_dtype = device.is_cuda() ? torch::kBFloat16 : torch::kFloat;
   const int64_t peak_n = a.peak_size > 0 ? a.peak_size : (device.is_cuda() ? 8192 : 1024);
   const double peak = measure_matmul_peak(device, peak_dtype, peak_n, 3);
+  // The private memory of the runtime with BLAS's buffers touched (~2 MB on one thread): the base of
+  // what the model and its decoding hold.
+  const int64_t startup_anonymous = anonymous_resident_bytes();
   nlohmann::json record = {
       {"tool", "fbt bench"}, {"preset", a.preset}, {"device", device.str()},
       {"threads", torch::get_num_threads()}, {"decode_kernel_threads", decode_kernel_threads()}, {"reps", a.reps}, {"hardware", a.hardware.empty() ? hardware_label(device) : a.hardware},
@@ -270,20 +273,22 @@ std::string markdown(const nlohmann::json& r) {
                         (r.contains("weights") ? r["weights"].get<std::string>() : std::string("fp32")) + " weights" +
                         (r.contains("activations") ? ", " + r["activations"].get<std::string>() + " activations" : "") + ")",
           "| mode | batch | context | tokens/s | ms/step | weights GB/s (of read bandwidth) | overhead vs standard | peak MB |"
-          " (anonymous RSS − start-up's) / (model + KV) |\n|---|---|---|---|---|---|---|---|---|\n");
+          " (anonymous RSS − the runtime's) / (model + KV) |\n|---|---|---|---|---|---|---|---|---|\n");
   o << "\nMFU = model FLOPs (6·N per token per pass + 12·L·D·T attention, PaLM App. B; N = matmul weights,"
        " fusion included in passes ≥ 2) / step time / measured matmul peak. Weights GB/s: the matrix weights a"
        " decode step reads (all of them, once per step; KV cache and norms not counted) / median step time,"
        " and its share of the all-thread read bandwidth when `memory` ran. Decode overhead: soft / standard"
-       " seconds − 1 per repetition pair (the modes alternate), median [min, max]. Peak MB: "
+       " step seconds − 1, the median over a repetition's step pairs (the modes alternate step by step,"
+       " each on its own KV cache), median [min, max] over repetitions. Peak MB: "
     << (r["device"].get<std::string>().rfind("cuda", 0) == 0
             ? "CUDA allocator peak."
             : "process peak RSS (weights and libraries included); start-up: the RSS before any tensor (the runtime, " +
                   megabytes(r.value("startup_rss_bytes", int64_t(-1))) +
                   " MB). Anonymous RSS: the process's private memory (heap: tensors, caches, scratch; not the"
-                  " libraries' code pages) at the end of the untimed decode run, less its start-up value (" +
+                  " libraries' code pages) at the end of the untimed decode run, less its value after start-up"
+                  " and the matmul-peak measurement (" +
                   megabytes(r.value("startup_anonymous_rss_bytes", int64_t(-1))) +
-                  " MB); model: every parameter's bytes; KV: keys and values for context + new tokens.")
+                  " MB: the runtime and BLAS's buffers, which the CPU decoder does not use); model: every parameter's bytes; KV: keys and values for context + new tokens.")
     << "\n";
   return o.str();
 }

@@ -155,50 +155,70 @@ DecodeComparison bench_decode_modes(FBT& model, BenchDecoder decoder, int64_t ba
   const auto device = device_of(model);
   auto prompt = random_tokens(model->config(), batch, context, seed, device);
   auto valid = torch::ones({batch, context}, torch::dtype(torch::kBool).device(device));
-  KVCache cache(model->config(), batch, context + new_tokens, model->parameters().front().options());
+  const auto options = model->parameters().front().options();
+  // One cache per mode, so that the modes can alternate step by step; the soft one is made after
+  // the memory measurement (which runs both modes on the first), except for CUDA graphs, which
+  // are bound to their cache when made.
+  std::array<std::optional<KVCache>, 2> caches;  // [standard, soft]
+  caches[0].emplace(model->config(), batch, context + new_tokens, options);
   std::optional<CpuDecoder> fast;
   if (decoder == BenchDecoder::Cpu) fast.emplace(model, cpu_options);
-  std::optional<GraphDecoder> graphs[2];  // [standard, soft]
+  std::optional<GraphDecoder> graphs[2];
   if (decoder == BenchDecoder::Graph) {
-    graphs[0].emplace(model, DecodeMode::Standard, cache, true);
-    graphs[1].emplace(model, DecodeMode::Soft, cache, true);
+    caches[1].emplace(model->config(), batch, context + new_tokens, options);
+    graphs[0].emplace(model, DecodeMode::Standard, *caches[0], true);
+    graphs[1].emplace(model, DecodeMode::Soft, *caches[1], true);
   }
-  // One run: prefill (untimed; by the decoder that decodes, as fbt generate), then new_tokens greedy
-  // steps in `mode`; returns their seconds.
-  auto run = [&](DecodeMode mode) {
-    cache.clear();
-    auto next = (fast ? fast->prefill(prompt, valid, cache)
-                      : prefill(model, prompt, valid, DecodeMode::Standard, 0, cache)).argmax(-1);  // [B]
-    synchronize(device);
-    const auto start = std::chrono::steady_clock::now();
-    auto& graph = graphs[mode == DecodeMode::Soft ? 1 : 0];
-    for (int64_t i = 0; i < new_tokens; ++i)
-      next = (fast    ? fast->step(next, mode, cache)
-              : graph ? graph->step(next)
-                      : decode_step(model, next, mode, cache))
-                 .argmax(-1);
-    synchronize(device);
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
   const std::array<DecodeMode, 2> modes{DecodeMode::Standard, DecodeMode::Soft};
+  // Prefill (untimed; by the decoder that decodes, as fbt generate) of `cache`; returns the first tokens [B].
+  auto start = [&](KVCache& cache) {
+    cache.clear();
+    return (fast ? fast->prefill(prompt, valid, cache)
+                 : prefill(model, prompt, valid, DecodeMode::Standard, 0, cache)).argmax(-1);
+  };
+  // One greedy step of mode m on `cache`, from the last tokens [B]; returns the next ones [B].
+  auto step = [&](size_t m, const torch::Tensor& last, KVCache& cache) {
+    return (fast        ? fast->step(last, modes[m], cache)
+            : graphs[m] ? graphs[m]->step(last)
+                        : decode_step(model, last, modes[m], cache))
+        .argmax(-1);
+  };
   std::array<int64_t, 2> peak{}, anonymous{-1, -1};
-  for (size_t m = 0; m < modes.size(); ++m) {  // untimed: warms up and measures peak memory
+  for (size_t m = 0; m < modes.size(); ++m) {  // untimed, one mode at a time: warms up and measures memory
+    KVCache& cache = *caches[graphs[m] ? m : 0];
     reset_peak_memory(device);
-    run(modes[m]);
+    auto next = start(cache);
+    for (int64_t i = 0; i < new_tokens; ++i) next = step(m, next, cache);
+    synchronize(device);
     peak[m] = peak_memory_bytes(device);
     if (device.is_cpu()) anonymous[m] = anonymous_resident_bytes();
   }
+  if (!caches[1]) caches[1].emplace(model->config(), batch, context + new_tokens, options);
+  // Timed: the modes alternate step by step (which goes first alternates too), each on its own
+  // cache, so the drift of a shared machine's speed, even within a run, cancels out of the soft
+  // overhead, which is the median over a repetition's step pairs.
   std::array<std::vector<double>, 2> seconds;
   std::vector<double> overhead;
   for (int64_t r = 0; r < warmup + reps; ++r) {
-    std::array<double, 2> s{};
-    for (size_t i = 0; i < modes.size(); ++i) {
-      const size_t m = (r % 2 == 0) ? i : modes.size() - 1 - i;
-      s[m] = run(modes[m]);
+    std::array<torch::Tensor, 2> next{start(*caches[0]), start(*caches[1])};
+    std::array<double, 2> total{};
+    std::vector<double> pair_overhead;
+    for (int64_t i = 0; i < new_tokens; ++i) {
+      std::array<double, 2> s{};
+      for (size_t j = 0; j < modes.size(); ++j) {
+        const size_t m = (i + r) % 2 == 0 ? j : modes.size() - 1 - j;
+        synchronize(device);
+        const auto t0 = std::chrono::steady_clock::now();
+        next[m] = step(m, next[m], *caches[m]);
+        synchronize(device);
+        s[m] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        total[m] += s[m];
+      }
+      pair_overhead.push_back(s[1] / s[0] - 1.0);
     }
     if (r < warmup) continue;
-    for (size_t m = 0; m < modes.size(); ++m) seconds[m].push_back(s[m]);
-    overhead.push_back(s[1] / s[0] - 1.0);
+    for (size_t m = 0; m < modes.size(); ++m) seconds[m].push_back(total[m]);
+    overhead.push_back(Stats::of(pair_overhead).median);
   }
   const double tokens = double(batch * new_tokens);
   auto result = [&](size_t m) {
@@ -206,7 +226,7 @@ DecodeComparison bench_decode_modes(FBT& model, BenchDecoder decoder, int64_t ba
     return BenchResult{st, st.inverse(tokens), peak[m], anonymous[m]};
   };
   int64_t kv_bytes = 0;
-  for (const auto* layers : {&cache.k, &cache.v})
+  for (const auto* layers : {&caches[0]->k, &caches[0]->v})
     for (const auto& t : *layers) kv_bytes += int64_t(t.nbytes());
   return {result(0), result(1), Stats::of(overhead), fast ? fast->matmul_weight_bytes(false) : -1,
           fast ? fast->matmul_weight_bytes(true) : -1, kv_bytes};

@@ -49,6 +49,9 @@ int64_t peak_memory_bytes(const c10::Device& device) {
 
 int64_t resident_bytes() { return status_bytes("VmRSS:"); }
 
-int64_t anonymous_resident_bytes() { return status_bytes("RssAnon:"); }
+int64_t anonymous_resident_bytes() {
+  malloc_trim(0);  // freed heap pages that glibc still holds are not in use
+  return status_bytes("RssAnon:");
+}
 
 }  // namespace fbt

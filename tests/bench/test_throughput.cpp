@@ -1,6 +1,8 @@
 // fbt bench's arithmetic: the FLOP count behind MFU and the median/min/max summary (issue #8).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "fbt/bench/throughput.h"
 #include "fbt/util/error.h"
 
@@ -47,6 +49,30 @@ TEST(Bench, StatsAreMedianMinMaxAndInvertToRates) {
   EXPECT_DOUBLE_EQ(rate.min, 2.5);
   EXPECT_DOUBLE_EQ(rate.max, 10);
   EXPECT_THROW(Stats::of({}), Error);
+}
+
+// Both modes decode on their own cache, step by step in turn: every repetition is timed for both,
+// the soft overhead is a finite median, and the KV bytes are one cache's, by hand for `debug`
+// (L 2, Hkv 2, Dh 16): 2 layers · (k, v) · batch 2 · 2 heads · (8 + 4) slots · 16 · 4 bytes.
+// The weight bytes are the matrices' fp32 bytes, with and without the fusion's two D×D.
+TEST(Bench, DecodeModesAlternateOnTwoCachesAndCountOne) {
+  torch::manual_seed(3);
+  FBT model(ModelConfig::preset("debug"));
+  for (auto decoder : {BenchDecoder::Generic, BenchDecoder::Cpu}) {
+    const auto r = bench_decode_modes(model, decoder, 2, 8, 4, 0, 3, 7);
+    for (const auto* mode : {&r.standard, &r.soft}) {
+      EXPECT_GT(mode->seconds.min, 0);
+      EXPECT_LE(mode->seconds.min, mode->seconds.median);
+      EXPECT_LE(mode->seconds.median, mode->seconds.max);
+    }
+    EXPECT_TRUE(std::isfinite(r.soft_overhead.median));
+    EXPECT_GT(r.soft_overhead.min, -1.0);
+    EXPECT_EQ(r.kv_cache_bytes, 2 * 2 * 2 * 2 * 12 * 16 * 4);
+  }
+  const auto cpu = bench_decode_modes(model, BenchDecoder::Cpu, 1, 8, 4, 0, 1, 7);
+  const int64_t d = model->config().d_model;
+  EXPECT_EQ(cpu.soft_weight_bytes - cpu.standard_weight_bytes, 2 * d * d * 4);
+  EXPECT_EQ(cpu.standard_weight_bytes, matmul_weights_per_token(model->config(), false) * 4);
 }
 
 }  // namespace

@@ -76,7 +76,7 @@ BenchResult bench_prefill(FBT& model, DecodeMode mode, int64_t fused_passes, int
 /// Standard and Soft decoding measured together, for their per-token overhead (SPEC §7).
 struct DecodeComparison {
   BenchResult standard, soft;
-  Stats soft_overhead;  ///< over the repetition pairs: soft seconds / standard seconds − 1
+  Stats soft_overhead;  ///< over the repetitions: the median over their step pairs of soft / standard seconds − 1
   /// The CPU decoder's matrix weights read per step (CpuDecoder::matmul_weight_bytes) without and
   /// with the fusion; -1 for the other decoders.
   int64_t standard_weight_bytes = -1, soft_weight_bytes = -1;
@@ -85,13 +85,15 @@ struct DecodeComparison {
 
 /// Greedy decoding of `new_tokens` tokens after a plain prefill of `context` random tokens per
 /// row, batch rows in lockstep, in Standard and in Soft mode, under InferenceMode; only the
-/// decode steps are timed. The two modes alternate within each repetition (which one goes first
-/// alternates too), so drift of a shared machine's speed cancels out of the soft overhead, which
-/// is taken per repetition pair. Peak memory (and, on the CPU, the anonymous RSS at its end) is
-/// measured per mode in one extra, untimed run.
+/// decode steps are timed, each to its end (CUDA synchronised). The two modes alternate step by
+/// step, each on its own KV cache (which one goes first alternates too), so drift of a shared
+/// machine's speed, even within a repetition, cancels out of the soft overhead: per repetition,
+/// the median over its step pairs of soft / standard step seconds − 1. Peak memory (and, on the
+/// CPU, the anonymous RSS at its end) is measured per mode in one extra, untimed run that decodes
+/// that mode alone on one cache.
 /// `decoder` picks the step: decode_step (Generic), CpuDecoder (Cpu: cpu_decoder.h, what `fbt
 /// generate` uses for fp32 CPU models) or GraphDecoder replaying a CUDA graph (Graph:
-/// graph_decoder.h; one per mode, captured in the untimed first run; the cache has exactly
+/// graph_decoder.h; one per mode and cache, captured in the untimed first run; a cache has exactly
 /// context + new_tokens slots, all of which its step attends over). tokens/s counts
 /// batch·new_tokens. `cpu_options` configure the Cpu step (weights fp32 or int8). Throws
 /// fbt::Error if context + new_tokens exceeds the model context, or for Graph off CUDA.

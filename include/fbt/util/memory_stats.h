@@ -24,6 +24,7 @@ int64_t resident_bytes();
 
 /// The anonymous part of it now (RssAnon: the heap and other private memory — tensors, caches —
 /// without the pages of mapped files such as the libraries' code) in bytes, -1 where it cannot be read.
+/// Hands the heap's free pages back first (malloc_trim), so it counts what is in use.
 int64_t anonymous_resident_bytes();
 
 }  // namespace fbt
