@@ -137,7 +137,7 @@ BenchResult bench_prefill(FBT& model, DecodeMode mode, int64_t fused_passes, int
   reset_peak_memory(device);
   const auto seconds = time_with_setup(device, warmup, reps, [&] { cache.clear(); },
                                        [&] {
-                                         if (cpu && mode == DecodeMode::Standard) cpu->prefill(tokens, valid, cache);
+                                         if (cpu) cpu->prefill(tokens, valid, cache, mode == DecodeMode::Fused ? fused_passes : 0);
                                          else prefill(model, tokens, valid, mode, fused_passes, cache);
                                        });
   return result_of(seconds, double(batch * context), device);

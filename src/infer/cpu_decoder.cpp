@@ -256,13 +256,49 @@ const std::vector<float>& CpuDecoder::state() const {
   return config_.feedback_state == FeedbackState::PostNorm ? a_ : x_;
 }
 
-torch::Tensor CpuDecoder::prefill(const torch::Tensor& tokens_in, const torch::Tensor& valid_in, KVCache& cache) {
+torch::Tensor CpuDecoder::prefill(const torch::Tensor& tokens, const torch::Tensor& valid, KVCache& cache,
+                                  int64_t fused_passes) {
+  if (fused_passes < 0) throw Error("fused decoding needs --fused-passes >= 1 (got " + std::to_string(fused_passes) + ")");
+  if (fused_passes == 0) return prefill_pass(tokens, valid, cache, nullptr);
+  if (cache.length != 0)
+    throw Error("CpuDecoder::prefill: Fused prefill rebuilds the KV cache from position 0; the cache holds " +
+                std::to_string(cache.length) + " slots");
+  if (tokens.dim() != 2 || valid.sizes() != tokens.sizes())
+    throw Error("CpuDecoder::prefill: tokens and valid must both be [B, T] with T >= 1");
+  const int64_t B = tokens.size(0), T = tokens.size(1);
+  const auto ids = tokens.to(torch::kLong).cpu();
+  // As prefill() (decode.cpp): the first real token of each row (position 0) and document starts stay plain.
+  PassFeedback feedback{torch::zeros({B, T, config_.d_model}, torch::kFloat),
+                        model_->plain_positions(ids).logical_or(Layout::left_padded(valid.to(torch::kBool).cpu()).positions == 0)};
+  KVCache scratch(config_, B, T, torch::kFloat);  // the passes before the last
+  torch::Tensor states;  // [B,T,D] of the latest pass
+  prefill_pass(ids, valid, scratch, nullptr, &states);
+  for (int64_t k = 1; k <= fused_passes; ++k) {
+    feedback.h_before.narrow(1, 1, T - 1).copy_(states.narrow(1, 0, T - 1));  // the state at t−1
+    if (k == fused_passes) break;
+    scratch.clear();
+    prefill_pass(ids, valid, scratch, &feedback, &states);
+  }
+  return prefill_pass(ids, valid, cache, &feedback);
+}
+
+torch::Tensor CpuDecoder::prefill_pass(const torch::Tensor& tokens_in, const torch::Tensor& valid_in, KVCache& cache,
+                                       const PassFeedback* feedback, torch::Tensor* states) {
   if (tokens_in.dim() != 2 || tokens_in.size(1) < 1 || valid_in.sizes() != tokens_in.sizes())
     throw Error("CpuDecoder::prefill: tokens and valid must both be [B, T] with T >= 1");
   const int64_t B = tokens_in.size(0), T = tokens_in.size(1), D = config_.d_model;
   check_cache(cache, B);
   auto tokens = tokens_in.to(torch::kLong).contiguous();
   check_tokens(tokens);
+  torch::Tensor h_before, plain;  // [B,T,D] fp32, [B,T] bool
+  if (feedback) {
+    if (feedback->h_before.sizes() != torch::IntArrayRef{B, T, D} || feedback->plain.sizes() != tokens.sizes())
+      throw Error("CpuDecoder::prefill_pass: the feedback must be [B, T, D] states and [B, T] plain flags");
+    h_before = feedback->h_before.to(torch::kFloat).contiguous();
+    plain = feedback->plain.to(torch::kBool).contiguous();
+  }
+  if (states && (!states->defined() || states->sizes() != torch::IntArrayRef{B, T, D}))
+    *states = torch::empty({B, T, D}, torch::kFloat);
   const auto valid = valid_in.to(torch::kBool).cpu();
   auto layout = Layout::left_padded(valid);
   // A chunk continues the positions before it; an empty (new or cleared) cache starts at 0.
@@ -271,17 +307,26 @@ torch::Tensor CpuDecoder::prefill(const torch::Tensor& tokens_in, const torch::T
   const int64_t first = cache.reserve(layout);
   const int64_t chunk = std::max<int64_t>(1, kPrefillRows / B);  // positions per forward
   const int64_t* ids = tokens.data_ptr<int64_t>();
+  std::vector<float> h_rows;  // [B·m, D]: the fused rows' feedback inputs
   torch::Tensor out;
   for (int64_t t0 = 0; t0 < T; t0 += chunk) {
     const int64_t m = std::min(chunk, T - t0);
     std::vector<RowCache> rows;  // row b·m + i: sequence b at position t0 + i, in cache slot first + t0 + i
     std::vector<int64_t> tok;
+    std::vector<char> row_plain(B * m, 1);
+    if (feedback) h_rows.assign(B * m * D, 0.0f);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t i = 0; i < m; ++i) {
         rows.push_back(row_view(cache, b, first + t0 + i));
         tok.push_back(ids[b * T + t0 + i]);
+        if (!feedback) continue;
+        row_plain[b * m + i] = plain.data_ptr<bool>()[b * T + t0 + i];
+        std::memcpy(h_rows.data() + (b * m + i) * D, h_before.data_ptr<float>() + (b * T + t0 + i) * D, D * sizeof(float));
       }
-    forward(tok.data(), std::vector<char>(B * m, 1), nullptr, rows);
+    forward(tok.data(), row_plain, feedback ? h_rows.data() : nullptr, rows);
+    if (states)
+      for (int64_t b = 0; b < B; ++b)
+        std::memcpy(states->data_ptr<float>() + (b * T + t0) * D, state().data() + b * m * D, m * D * sizeof(float));
     if (t0 + m < T) continue;
     auto h = torch::empty({B, D}, torch::kFloat);  // each sequence's state at its last position
     for (int64_t b = 0; b < B; ++b)

@@ -77,9 +77,12 @@ std::vector<std::vector<int64_t>> generate(FBT& model, const std::vector<std::ve
   if (steps <= 0) return out;
   auto cpu_decoder = o.cpu_decoder;  // the dedicated step for fp32 CPU models
   if (!cpu_decoder && CpuDecoder::supports(model)) cpu_decoder = std::make_shared<CpuDecoder>(model);
-  // Standard and Soft prefill one plain pass, which the dedicated step runs too (Fused: k + 1 passes).
-  auto logits = cpu_decoder && o.mode != DecodeMode::Fused ? cpu_decoder->prefill(tokens, valid, cache)
-                                                           : prefill(model, tokens.to(dev), valid.to(dev), o.mode, o.fused_passes, cache);
+  // Standard and Soft prefill one plain pass, Fused k + 1 passes; the dedicated step runs them all.
+  const int64_t fused_passes = o.mode == DecodeMode::Fused ? o.fused_passes : 0;
+  if (o.mode == DecodeMode::Fused && fused_passes < 1)
+    throw Error("fused decoding needs --fused-passes >= 1 (got " + std::to_string(fused_passes) + ")");
+  auto logits = cpu_decoder ? cpu_decoder->prefill(tokens, valid, cache, fused_passes)
+                            : prefill(model, tokens.to(dev), valid.to(dev), o.mode, o.fused_passes, cache);
   std::vector<bool> done(B, false);
   for (int64_t step = 0; step < steps; ++step) {
     auto next = sample_tokens(logits, o.sampling, generator);  // [B]

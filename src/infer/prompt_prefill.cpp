@@ -31,35 +31,42 @@ torch::Tensor PromptPrefill::run(int64_t chunk) {
 
   auto tokens = torch::tensor(std::vector<int64_t>(prompt_.begin() + start, prompt_.begin() + start + m),
                               torch::kLong).view({1, m}).to(param.device());  // [1,m]
-  if (cpu_ && passes_ == 1) {  // one plain pass, continuing the cache (positions from its next_pos)
-    auto logits = cpu_->prefill(tokens, torch::ones({1, m}, torch::kBool), caches_[0]);
-    next_ += m;
-    return done() ? logits : torch::Tensor();
-  }
   const Layout layout{torch::arange(start, start + m, tokens.options()).view({1, m}), {}};
-  auto e_n = model_->plain_input(model_->embed(tokens));  // [1,m,D]
-  auto x = model_->stack(e_n, layout, &caches_[0]);      // pass 0: plain
+  torch::Tensor e_n, x, state, logits;  // the generic passes' input and top residual [1,m,D]; a pass's states [1,m,D]
+  if (!cpu_) e_n = model_->plain_input(model_->embed(tokens));
   carry_.resize(passes_ - 1);
-  for (int64_t j = 1; j < passes_; ++j) {
-    auto state = model_->feedback_state(x);  // pass j−1's states at the chunk's positions [1,m,D]
-    // The state at t−1 for every t of the chunk: the carry at the chunk's first position.
-    auto before = start == 0 ? torch::zeros_like(state.narrow(1, 0, 1)) : carry_[j - 1];  // [1,1,D]
-    auto shifted = torch::cat({before, state.narrow(1, 0, m - 1)}, 1);                     // [1,m,D]
-    carry_[j - 1] = state.narrow(1, m - 1, 1);
-    auto plain = plain_.narrow(1, start, m).unsqueeze(-1);  // [1,m,1]
-    x = model_->stack(model_->feedback_input(shifted, e_n, plain), layout, &caches_[j]);
+  for (int64_t j = 0; j < passes_; ++j) {  // pass 0 plain, pass j ≥ 1 fused with pass j−1's states
+    torch::Tensor shifted;  // [1,m,D]: the state at t−1 for every t of the chunk
+    if (j > 0) {
+      // At the chunk's first position it is the carry (zeros before position 0, which is plain).
+      auto before = start == 0 ? torch::zeros_like(state.narrow(1, 0, 1)) : carry_[j - 1];  // [1,1,D]
+      shifted = torch::cat({before, state.narrow(1, 0, m - 1)}, 1);
+      carry_[j - 1] = state.narrow(1, m - 1, 1).clone();
+    }
+    auto plain = plain_.narrow(1, start, m);  // [1,m]
+    if (cpu_) {  // continues caches_[j] from its next_pos; the last pass sets h_prev, last_token, next_pos
+      const CpuDecoder::PassFeedback feedback{shifted, plain};
+      logits = cpu_->prefill_pass(tokens, torch::ones({1, m}, torch::kBool), caches_[j], j > 0 ? &feedback : nullptr,
+                                  j + 1 < passes_ ? &state : nullptr);
+    } else {
+      x = model_->stack(j > 0 ? model_->feedback_input(shifted, e_n, plain.unsqueeze(-1)) : e_n, layout, &caches_[j]);
+      state = model_->feedback_state(x);
+    }
   }
   next_ += m;
   if (!done()) return {};
 
-  auto last = x.narrow(1, m - 1, 1);  // [1,1,D]
   KVCache& cache = caches_.back();
-  cache.h_prev.copy_(model_->feedback_state(last).select(1, 0));
-  cache.last_token.fill_(prompt_.back());
-  cache.next_pos.fill_(n);
+  if (!cpu_) {
+    auto last = x.narrow(1, m - 1, 1);  // [1,1,D]
+    cache.h_prev.copy_(model_->feedback_state(last).select(1, 0));
+    cache.last_token.fill_(prompt_.back());
+    cache.next_pos.fill_(n);
+    logits = model_->head(last).select(1, 0);  // [1,V]
+  }
   caches_.erase(caches_.begin(), caches_.end() - 1);  // the earlier passes' caches are done with
   carry_.clear();
-  return model_->head(last).select(1, 0);  // [1,V]
+  return logits;
 }
 
 }  // namespace fbt

@@ -196,27 +196,28 @@ TEST(CpuDecoder, QuantisedWeightsStepLikeTheirDequantisedModel) {
   }
 }
 
-// CpuDecoder::prefill against prefill() (decode.h): left-padded rows, prompts longer than one pass
-// of kPrefillRows (the later passes attend to the earlier ones' slots), fp32, int8 and int4 weights
-// (int8/int4 with fp32 activations against the model of their dequantised weights).
+// CpuDecoder::prefill against prefill() (decode.h), plain and Fused(2): left-padded rows, prompts
+// longer than one pass of kPrefillRows (the later passes attend to the earlier ones' slots), fp32,
+// int8 and int4 weights (int8/int4 with fp32 activations against the model of their dequantised weights).
 TEST(CpuDecoder, PrefillEqualsTheGenericPrefill) {
   for (const auto& config : configs()) for (auto weights : {DecodeWeights::Fp32, DecodeWeights::Int8, DecodeWeights::Int4}) {
     auto model = make_test_model(config);
     auto reference = quant_round_trip(config, weights);
     torch::NoGradGuard no_grad;
     CpuDecoder decoder(model, CpuDecoderOptions{/*batch_invariant=*/false, weights, Q8Activations::Fp32});
-    for (int64_t B : {1, 2}) {
+    for (int64_t B : {1, 2}) for (int64_t passes : {0, 2}) {
       const int64_t T = CpuDecoder::kPrefillRows + 6;  // B = 1: passes of 64 + 6; B = 2: 32 + 32 + 6
       torch::manual_seed(21);
       auto tokens = torch::randint(4, config.vocab_size, {B, T}, torch::kLong);
-      tokens[0][T / 2] = 3;  // the variant's separator (a prefill stays plain: an ordinary token)
+      tokens[0][T / 2] = 3;  // the variant's separator: Fused passes leave the position after it plain
       auto valid = torch::ones({B, T}, torch::kBool);
       if (B == 2) valid[1].narrow(0, 0, 30).fill_(false);  // row 1: 40 real tokens after 30 pads
       KVCache generic(config, B, T + 1, torch::dtype(torch::kFloat)), fast(config, B, T + 1, torch::dtype(torch::kFloat));
-      auto expected = prefill(reference, tokens, valid, DecodeMode::Standard, 0, generic);
-      auto got = decoder.prefill(tokens, valid, fast);
+      auto expected = prefill(reference, tokens, valid, passes ? DecodeMode::Fused : DecodeMode::Standard, passes, generic);
+      auto got = decoder.prefill(tokens, valid, fast, passes);
       const std::string where = enum_to_string(config.block) + " weights " + std::to_string(int(weights)) + " layers " +
-                                std::to_string(config.n_layers) + " B " + std::to_string(B);
+                                std::to_string(config.n_layers) + " B " + std::to_string(B) + " fused passes " +
+                                std::to_string(passes);
       ASSERT_EQ(got.sizes(), expected.sizes()) << where;
       EXPECT_LT(max_abs_diff(got, expected), kCpuDecoderTol) << where;
       EXPECT_LT(max_abs_diff(fast.h_prev, generic.h_prev), kCpuDecoderTol) << where;
@@ -304,6 +305,10 @@ TEST(CpuDecoder, SoftDiffersFromStandardAndBadInputIsRefused) {
   EXPECT_THROW(decoder.prefill(torch::zeros({1, 7}, torch::kLong), torch::ones({1, 7}, torch::kBool), c), Error)
       << "7 tokens in 6 slots";
   EXPECT_THROW(decoder.prefill(prompt, torch::ones({1, 4}, torch::kBool), c), Error) << "valid's shape";
+  EXPECT_THROW(decoder.prefill(prompt, valid, a, 1), Error) << "Fused prefill into a cache that holds slots";
+  EXPECT_THROW(decoder.prefill(prompt, valid, c, -1), Error) << "negative fused passes";
+  CpuDecoder::PassFeedback wrong{torch::zeros({1, 5, config.d_model - 1}), torch::ones({1, 5}, torch::kBool)};
+  EXPECT_THROW(decoder.prefill_pass(prompt, valid, c, &wrong), Error) << "feedback of the wrong shape";
   EXPECT_THROW(decoder.prefill(prompt.fill_(config.vocab_size), valid, c), Error) << "a token outside the vocabulary";
   auto double_model = make_test_model(config);
   double_model->to(torch::kDouble);

@@ -64,26 +64,33 @@ TEST(PromptPrefill, ChunksEqualTheWholePromptPrefillInEveryMode) {
   }
 }
 
-// On the CPU decoder (batch-invariant, as the engine runs it) a Standard or Soft prefill is the
-// same bits in any chunks, and equals the generic prefill to fp32 rounding.
+// On the CPU decoder (batch-invariant, as the engine runs it) a prefill in every mode is the same
+// bits in any chunks and as CpuDecoder::prefill of the whole prompt, and equals the generic
+// prefill to fp32 rounding (the separator at position 4 keeps position 5 plain in the fused passes).
 TEST(PromptPrefill, OnTheCpuDecoderChunksAreTheSameBits) {
   auto config = ModelConfig::preset("debug");
+  config.doc_separator_id = 3;
   auto model = make_test_model(config);
   torch::NoGradGuard no_grad;
   torch::manual_seed(13);
   auto tokens = torch::randint(4, config.vocab_size, {1, 13}, torch::kLong);
+  tokens[0][4] = 3;
+  const auto valid = torch::ones({1, 13}, torch::kBool);
   std::vector<int64_t> prompt(tokens.data_ptr<int64_t>(), tokens.data_ptr<int64_t>() + 13);
   CpuDecoder cpu(model, CpuDecoderOptions{/*batch_invariant=*/true});
-  for (auto mode : {DecodeMode::Standard, DecodeMode::Soft}) {
-    KVCache generic(config, 1, 16, torch::dtype(torch::kFloat));
-    auto expected = prefill(model, tokens, torch::ones({1, 13}, torch::kBool), mode, 0, generic);
-    PromptPrefill whole(model, prompt, mode, 0, 16, &cpu);
+  for (auto [mode, k] : {std::pair{DecodeMode::Standard, 0}, std::pair{DecodeMode::Soft, 0},
+                         std::pair{DecodeMode::Fused, 1}, std::pair{DecodeMode::Fused, 3}}) {
+    KVCache generic(config, 1, 16, torch::dtype(torch::kFloat)), direct(config, 1, 16, torch::dtype(torch::kFloat));
+    auto expected = prefill(model, tokens, valid, mode, k, generic);
+    PromptPrefill whole(model, prompt, mode, k, 16, &cpu);
     auto reference = whole.run(13);
-    EXPECT_LT(max_abs_diff(reference, expected), kPrefillTol) << mode_label(mode, 0);
-    EXPECT_LT(max_abs_diff(whole.cache().h_prev, generic.h_prev), kPrefillTol) << mode_label(mode, 0);
+    EXPECT_LT(max_abs_diff(reference, expected), kPrefillTol) << mode_label(mode, k);
+    EXPECT_LT(max_abs_diff(whole.cache().h_prev, generic.h_prev), kPrefillTol) << mode_label(mode, k);
+    EXPECT_TRUE(torch::equal(cpu.prefill(tokens, valid, direct, k), reference)) << mode_label(mode, k);
+    EXPECT_TRUE(torch::equal(direct.h_prev, whole.cache().h_prev)) << mode_label(mode, k);
     for (int64_t chunk : {1, 5}) {
-      const std::string where = mode_label(mode, 0) + " chunk " + std::to_string(chunk);
-      PromptPrefill chunked(model, prompt, mode, 0, 16, &cpu);
+      const std::string where = mode_label(mode, k) + " chunk " + std::to_string(chunk);
+      PromptPrefill chunked(model, prompt, mode, k, 16, &cpu);
       torch::Tensor logits;
       while (!chunked.done()) logits = chunked.run(chunk);
       auto& cache = chunked.cache();

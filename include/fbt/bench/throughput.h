@@ -68,7 +68,7 @@ BenchResult bench_train_step(FBT& model, const TrainConfig& train, int64_t batch
 
 /// Prefill of random prompts [batch, context] into a preallocated KVCache in `mode`
 /// (Standard, or Fused with `fused_passes`), under InferenceMode: by `cpu` (CpuDecoder::prefill,
-/// as fbt generate does) where given and the mode is Standard, else by prefill() (decode.h).
+/// as fbt generate does) where given, else by prefill() (decode.h).
 /// tokens/s counts batch·context per prefill.
 BenchResult bench_prefill(FBT& model, DecodeMode mode, int64_t fused_passes, int64_t batch,
                           int64_t context, int64_t warmup, int64_t reps, uint64_t seed, CpuDecoder* cpu = nullptr);

@@ -84,7 +84,28 @@ class CpuDecoder {
   /// decoding the prompt one token at a time — in any chunks.
   /// Sets cache.h_prev, last_token and next_pos; returns the logits [B,V] after the last position.
   /// Throws fbt::Error as step(), or if valid's shape differs from tokens'.
-  torch::Tensor prefill(const torch::Tensor& tokens, const torch::Tensor& valid, KVCache& cache);
+  /// With fused_passes = k ≥ 1 it is Fused(k)'s prefill instead, as prefill(model, tokens, valid,
+  /// DecodeMode::Fused, k, cache): the plain pass, then k passes over the whole prompt with every
+  /// position fused with the previous pass's feedback state at the position before (position 0,
+  /// the first real token of a left-padded row and positions after a document separator plain;
+  /// SPEC §7), each pass on a scratch KV cache of T slots, the last one on `cache`, which must be
+  /// empty (Fused rebuilds the cache from position 0; fbt::Error otherwise).
+  torch::Tensor prefill(const torch::Tensor& tokens, const torch::Tensor& valid, KVCache& cache,
+                        int64_t fused_passes = 0);
+
+  /// The input of a fused prefill pass: per position the feedback state of the previous pass at
+  /// the position before, h_before [B,T,D] (fp32, CPU), and plain [B,T] (bool), the positions
+  /// whose input is the plain one (h_before unread there).
+  struct PassFeedback {
+    torch::Tensor h_before, plain;
+  };
+  /// One prefill pass, as prefill() without fused passes but with each position's input fused as
+  /// `feedback` says (nullptr: every position plain), continuing `cache` as prefill() does (Fused
+  /// prefill in chunks: PromptPrefill). Where `states` is given, fills it with every position's
+  /// feedback state [B,T,D] (fp32, made if undefined or of another shape). Returns and sets what prefill() does.
+  /// Throws fbt::Error as prefill(), or if feedback's shapes are not [B,T,D] and [B,T].
+  torch::Tensor prefill_pass(const torch::Tensor& tokens, const torch::Tensor& valid, KVCache& cache,
+                             const PassFeedback* feedback, torch::Tensor* states = nullptr);
 
   /// The step for B sequences that each own a KV cache of batch 1 (continuous batching: the
   /// sequences have different lengths). tokens [B] int64 (CPU), modes[b] and caches[b] of row b

@@ -25,9 +25,9 @@ namespace fbt {
 class PromptPrefill {
  public:
   /// prompt: 1 ≤ n token ids in [0, vocab); capacity ≥ n slots for the decode cache (prompt plus
-  /// the tokens to generate). `cpu`, where given (not owned; it must outlive this), runs the
-  /// Standard and Soft prefill (CpuDecoder::prefill: with its batch-invariant products the cache is
-  /// the same bits as decoding the prompt token by token, whatever the chunks). Throws fbt::Error
+  /// the tokens to generate). `cpu`, where given (not owned; it must outlive this), runs every
+  /// pass (CpuDecoder::prefill_pass: with its batch-invariant products a Standard/Soft cache is the
+  /// same bits as decoding the prompt token by token, whatever the chunks). Throws fbt::Error
   /// for an empty prompt, a capacity below the prompt or above the model context, or
   /// fused_passes < 1 in Fused mode. Allocates no cache until run.
   PromptPrefill(FBT model, std::vector<int64_t> prompt, DecodeMode mode, int64_t fused_passes, int64_t capacity,
@@ -50,7 +50,7 @@ class PromptPrefill {
   int64_t passes_;       ///< 1 + k in Fused(k) mode, else 1
   int64_t capacity_;
   int64_t next_ = 0;     ///< first prompt position not yet prefilled
-  CpuDecoder* cpu_;      ///< the Standard/Soft prefill where given
+  CpuDecoder* cpu_;      ///< runs the passes where given
   std::vector<KVCache> caches_;      ///< one per pass; the last one is the decode cache
   std::vector<torch::Tensor> carry_;  ///< per pass j < passes−1: its state [1,1,D] at position next_−1
 };
