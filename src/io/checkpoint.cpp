@@ -2,6 +2,7 @@
 #include "fbt/io/checkpoint.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "fbt/io/safetensors.h"
@@ -31,7 +32,7 @@ void assign_tensors(const TensorFile& file, FBT& model, const std::string& path)
     if (p->sizes() != tensor.sizes())
       throw Error(path + ": tensor '" + name + "' has shape " + c10::str(tensor.sizes()) +
                   " but the model expects " + c10::str(p->sizes()));
-    p->copy_(tensor);
+    if (tensor.data_ptr() != p->data_ptr()) p->copy_(tensor);  // else load_tensors read it in place
     seen.insert(name);
   }
   for (const auto& p : params)
@@ -97,11 +98,30 @@ CheckpointInfo load_weights(const std::string& path, FBT& model) {
 }
 
 FBT load_model(const std::string& path, CheckpointInfo* info_out) {
-  auto file = load_tensors(path);
-  auto info = checkpoint_info_from_metadata(file.metadata, path);
-  FBT model(info.config);
-  assign_weights(file, info, model, path);
-  if (info_out) *info_out = info;
+  // The model is made from the header's config before the data is read, and each tensor is read
+  // straight into its parameter: the weights are held once, not once in the file's tensors and
+  // once in the model. Tensors that match no parameter are read aside for assign_weights to name.
+  std::optional<FBT> made;
+  std::optional<CheckpointInfo> info;
+  torch::OrderedDict<std::string, torch::Tensor> params;
+  auto place = [&](const nlohmann::json& metadata, const std::string& name, const std::vector<int64_t>& shape,
+                   torch::ScalarType dtype) {
+    if (!made) {
+      info = checkpoint_info_from_metadata(metadata, path);
+      made.emplace(info->config);
+      params = (*made)->named_parameters();
+    }
+    const auto* p = params.find(name);
+    return p && p->sizes() == torch::IntArrayRef(shape) && p->scalar_type() == dtype ? p->detach() : torch::Tensor();
+  };
+  auto file = load_tensors(path, place);
+  if (!made) {  // a file without tensors (assign_weights names the first one missing)
+    info = checkpoint_info_from_metadata(file.metadata, path);
+    made.emplace(info->config);
+  }
+  FBT model = *made;
+  assign_weights(file, *info, model, path);
+  if (info_out) *info_out = *info;
   return model;
 }
 

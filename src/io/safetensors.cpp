@@ -154,7 +154,7 @@ namespace {
 
 /// load_tensors (fbt = true) and load_foreign_tensors (fbt = false): the same structural checks;
 /// only fbt's own files must carry fbt metadata and a matching data checksum.
-TensorFile read_tensor_file(const std::string& path, bool fbt) {
+TensorFile read_tensor_file(const std::string& path, bool fbt, const TensorPlacement& place) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw Error(path + ": cannot open for reading: " + std::strerror(errno));
   const std::streamoff end = in.tellg();
@@ -250,7 +250,12 @@ TensorFile read_tensor_file(const std::string& path, bool fbt) {
 
   Sha256 sha;
   for (const auto& e : entries) {
-    torch::Tensor t = torch::empty(e.shape, torch::TensorOptions().dtype(e.dtype->type));
+    torch::Tensor t = place ? place(out.metadata, e.name, e.shape, e.dtype->type) : torch::Tensor();
+    if (!t.defined()) t = torch::empty(e.shape, torch::TensorOptions().dtype(e.dtype->type));
+    else if (!t.device().is_cpu() || !t.is_contiguous() || t.sizes() != torch::IntArrayRef(e.shape) ||
+             t.scalar_type() != e.dtype->type)
+      throw Error(path + ": tensor '" + e.name + "': the place given to read it into is not a contiguous CPU tensor "
+                  "of its shape and dtype");
     const uint64_t n = e.end - e.begin;
     if (n > 0 && !in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(n)))
       throw Error(path + ": read failed in tensor '" + e.name + "'");
@@ -266,8 +271,10 @@ TensorFile read_tensor_file(const std::string& path, bool fbt) {
 
 }  // namespace
 
-TensorFile load_tensors(const std::string& path) { return read_tensor_file(path, /*fbt=*/true); }
+TensorFile load_tensors(const std::string& path, const TensorPlacement& place) {
+  return read_tensor_file(path, /*fbt=*/true, place);
+}
 
-TensorFile load_foreign_tensors(const std::string& path) { return read_tensor_file(path, /*fbt=*/false); }
+TensorFile load_foreign_tensors(const std::string& path) { return read_tensor_file(path, /*fbt=*/false, {}); }
 
 }  // namespace fbt

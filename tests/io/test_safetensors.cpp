@@ -121,6 +121,30 @@ TEST_F(TensorIO, MetadataRoundTrips) {
   EXPECT_EQ(empty.metadata, json::array({"no", "tensors"}));
 }
 
+// A placed tensor is read into the storage the caller gives (no second copy) and is the tensor
+// returned; an undefined place gets a new tensor; a place of the wrong shape or dtype is refused.
+TEST_F(TensorIO, PlacedTensorsAreReadIntoTheGivenStorage) {
+  const std::string path = file("placed.safetensors");
+  const auto a = torch::arange(6, torch::kFloat).view({2, 3}), b = torch::arange(4, torch::kLong);
+  fbt::save_tensors(path, {{"a", a}, {"b", b}}, json{{"k", 1}});
+  auto target = torch::full({2, 3}, -1.0f);
+  std::vector<std::string> asked;
+  const auto loaded = fbt::load_tensors(path, [&](const json& metadata, const std::string& name,
+                                                  const std::vector<int64_t>& shape, torch::ScalarType dtype) {
+    EXPECT_EQ(metadata, json({{"k", 1}}));
+    asked.push_back(name + (dtype == torch::kFloat ? ":f32" : ":other") + ":" + std::to_string(shape.size()));
+    return name == "a" ? target : torch::Tensor();
+  });
+  EXPECT_EQ(asked, (std::vector<std::string>{"a:f32:2", "b:other:1"}));
+  EXPECT_TRUE(torch::equal(target, a));
+  EXPECT_EQ(loaded.tensors[0].second.data_ptr(), target.data_ptr());
+  EXPECT_TRUE(torch::equal(loaded.tensors[1].second, b));
+  for (const auto& wrong : {torch::zeros({3, 2}), torch::zeros({2, 3}, torch::kDouble), torch::zeros({3, 2}).t()})
+    EXPECT_THROW(fbt::load_tensors(path, [&](const json&, const std::string&, const std::vector<int64_t>&,
+                                             torch::ScalarType) { return wrong; }),
+                 fbt::Error);
+}
+
 TEST_F(TensorIO, HeaderIsStandardSafetensors) {
   const std::string path = file("std.safetensors");
   fbt::save_tensors(path,

@@ -1,5 +1,6 @@
 // Tensor file I/O for checkpoints: named tensors + JSON metadata in the safetensors format.
 #pragma once
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,7 +41,13 @@ struct TensorFile {
 /// sha256 of the data section matches the stored one, and header_sha256 the header when present
 /// (files of other writers and of fbt before it have none) (corruption errors). Every error is an
 /// fbt::Error naming `path` and the problem.
-TensorFile load_tensors(const std::string& path);
+/// `place`, where given, is asked for each tensor in file order, once the header is validated:
+/// (metadata, name, shape, dtype) ↦ the contiguous CPU tensor of that shape and dtype to read its
+/// bytes into (a model's parameter: loading then holds the weights once), or an undefined tensor
+/// for a new one. Where the checksum then fails, those tensors hold the corrupt bytes.
+using TensorPlacement = std::function<torch::Tensor(const nlohmann::json& metadata, const std::string& name,
+                                                    const std::vector<int64_t>& shape, torch::ScalarType dtype)>;
+TensorFile load_tensors(const std::string& path, const TensorPlacement& place = {});
 
 /// Reads a safetensors file of any writer (e.g. transformers' save_pretrained) with the same
 /// structural checks as load_tensors, but no fbt metadata or checksum required (such files have
