@@ -215,16 +215,18 @@ CLI::Option* add_weights_option(CLI::App* cmd, std::string& value) {
   return cmd
       ->add_option("--weights", value,
                    "Weights of the CPU decode step: fp32 (the model's own), int8 (Q8_0 blocks quantised at load: "
-                   "a quarter of the bytes per token) or int4 (Q4_0 blocks, the head Q8_0: an eighth); the Standard/Soft "
-                   "prefill runs on them too (Fused prefill: fp32)")
+                   "a quarter of the bytes per token) or int4 (Q4_0 blocks, the head Q8_0: an eighth); every prefill runs on "
+                   "them too")
       ->check(CLI::IsMember({"fp32", "int8", "int4"}))
       ->capture_default_str();
 }
 
-std::shared_ptr<CpuDecoder> cpu_decoder_for(FBT& model, const std::string& weights) {
-  const auto parsed = parse_decode_weights(weights, "--weights");
-  if (parsed == DecodeWeights::Fp32) return nullptr;
-  return std::make_shared<CpuDecoder>(model, CpuDecoderOptions{false, parsed});
+std::shared_ptr<CpuDecoder> cpu_decoder_for(FBT& model, const std::string& weights, bool sole_user) {
+  CpuDecoderOptions options;
+  options.weights = parse_decode_weights(weights, "--weights");
+  if (options.weights == DecodeWeights::Fp32) return nullptr;
+  options.release_model_weights = sole_user;
+  return std::make_shared<CpuDecoder>(model, options);
 }
 
 }  // namespace fbt::cli

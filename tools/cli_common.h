@@ -49,7 +49,9 @@ CLI::Option* add_weights_option(CLI::App* cmd, std::string& value);
 /// where the model allows), a CpuDecoder with Q8_0 / Q4_0 weights for int8 / int4 (quantised here, once).
 /// Throws fbt::Error naming --weights when int8 or int4 is asked of a model the CPU step cannot decode
 /// (CpuDecoder's constructor).
-std::shared_ptr<CpuDecoder> cpu_decoder_for(FBT& model, const std::string& weights);
+/// `sole_user`: nothing but this decoder will run the model (generate, chat), so the quantised
+/// matrices replace its fp32 ones (CpuDecoderOptions::release_model_weights).
+std::shared_ptr<CpuDecoder> cpu_decoder_for(FBT& model, const std::string& weights, bool sole_user);
 
 /// Adds `--chat-template` (auto, chatml, llama3, fbt; default auto) bound to `value`, `when` saying
 /// when it applies ("" for always) in --help; load_chat_template reads it.

@@ -86,7 +86,7 @@ using ModeOutcomes = std::vector<std::pair<std::string, std::vector<bool>>>;
 ModeOutcomes run_gen_task(const EvalArgs& a, LoadedCheckpoint& checkpoint, const Tokenizer& tokenizer,
                           const GenTaskSpec& task, const GenTaskData& data, nlohmann::json& rows,
                           std::ostream* samples) {
-  const auto decoder = cpu_decoder_for(checkpoint.model, a.weights);  // quantised once, not per batch
+  const auto decoder = cpu_decoder_for(checkpoint.model, a.weights, /*sole_user=*/false);  // quantised once, not per batch
   const GenerateFn generate_fn = [&](const std::vector<std::vector<int64_t>>& prompts, const GenerationOptions& g) {
     GenerationOptions with_decoder = g;
     with_decoder.cpu_decoder = decoder;

@@ -74,7 +74,7 @@ void run_generate(const GenerateArgs& a) {
 
   auto checkpoint = load_checkpoint(a.checkpoint, a.device);
   if (a.dtype == "bf16") checkpoint.model->to(torch::kBFloat16);  // weights, KV cache and states in bf16
-  const auto decoder = cpu_decoder_for(checkpoint.model, a.weights);
+  const auto decoder = cpu_decoder_for(checkpoint.model, a.weights, /*sole_user=*/true);
   const auto tokenizer = load_run_tokenizer(checkpoint);
   // The prompt starts as a document does: after EOS for fbt's tokenizers (training streams are
   // documents each followed by EOS), with the BOS or nothing for imported ones (document_prefix).

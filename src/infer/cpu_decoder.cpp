@@ -6,6 +6,10 @@
 #include <cstring>
 #include <limits>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "fbt/infer/batch_gemv.h"
 #include "fbt/util/error.h"
 
@@ -119,23 +123,37 @@ CpuDecoder::CpuDecoder(FBT& model, CpuDecoderOptions options)
                     ? "--weights int8/int4: the quantised decode step needs an fp32 model on the CPU without attention "
                       "biases or scaled RoPE (use --weights fp32)"
                     : "CpuDecoder needs an fp32 model on the CPU without attention biases or scaled RoPE");
-  const auto params = model->named_parameters();
+  auto params = model->named_parameters();
   auto get = [&](const std::string& name) { return params[name].detach().contiguous(); };
-  embedding_ = get("embedding.weight");
-  head_ = matrix({config_.tie_embeddings ? embedding_ : get("lm_head.weight")}, /*head=*/true);
+  // The matrix of the named tensors; where it is quantised and the option says so, their fp32
+  // parameters are freed at once (the next matrix's blocks reuse the memory).
+  auto weight = [&](const std::vector<std::string>& names, bool head = false) {
+    std::vector<torch::Tensor> parts;
+    for (const auto& name : names) parts.push_back(get(name));
+    auto m = matrix(std::move(parts), head);
+    if (m.quant && options_.release_model_weights) {
+      torch::NoGradGuard no_grad;
+      for (const auto& name : names) params[name].set_data(torch::empty({0}, torch::kFloat));
+#if defined(__GLIBC__)
+      malloc_trim(0);  // hand the freed pages back now (cpu_allocator.h has glibc keep them otherwise)
+#endif
+    }
+    return m;
+  };
+  if (!config_.tie_embeddings) embedding_ = get("embedding.weight");
   input_norm_ = get("input_norm.weight");
   final_norm_ = get("final_norm.weight");
-  w_u_ = matrix({get("fusion.w_u.weight")});
-  w_g_ = matrix({get("fusion.w_g.weight")});
+  w_u_ = weight({"fusion.w_u.weight"});
+  w_g_ = weight({"fusion.w_g.weight"});
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     const std::string b = "blocks." + std::to_string(l) + ".";
     Layer layer;
-    std::vector<torch::Tensor> qkvg{get(b + "attn.wq.weight"), get(b + "attn.wk.weight"), get(b + "attn.wv.weight")};
-    if (paper_block()) qkvg.push_back(get(b + "attn.gate.weight"));
-    layer.qkvg = matrix(std::move(qkvg));
-    layer.gate_up = matrix({get(b + "mlp.w_gate.weight"), get(b + "mlp.w_up.weight")});
-    layer.wo = matrix({get(b + "attn.wo.weight")});
-    layer.w_down = matrix({get(b + "mlp.w_down.weight")});
+    std::vector<std::string> qkvg{b + "attn.wq.weight", b + "attn.wk.weight", b + "attn.wv.weight"};
+    if (paper_block()) qkvg.push_back(b + "attn.gate.weight");
+    layer.qkvg = weight(qkvg);
+    layer.gate_up = weight({b + "mlp.w_gate.weight", b + "mlp.w_up.weight"});
+    layer.wo = weight({b + "attn.wo.weight"});
+    layer.w_down = weight({b + "mlp.w_down.weight"});
     layer.attn_norm_in = get(b + "attn_norm_in.weight");
     if (config_.qk_norm) {
       layer.q_norm = get(b + "attn.q_norm.weight");
@@ -149,6 +167,9 @@ CpuDecoder::CpuDecoder(FBT& model, CpuDecoderOptions options)
     layer.window = config_.layer_window(l);
     layers_.push_back(std::move(layer));
   }
+  // The head last (a tied one is the embedding, which a quantised head replaces for lookups too).
+  head_ = weight({config_.tie_embeddings ? "embedding.weight" : "lm_head.weight"}, /*head=*/true);
+  if (config_.tie_embeddings && !head_.quant) embedding_ = get("embedding.weight");
   const int64_t Dh = config_.head_dim();
   for (int64_t i = 0; i < Dh / 2; ++i)  // as make_rope: θ^(-(2i)/Dh) in fp32
     inv_freq_.push_back(std::pow(float(config_.rope_theta), -float(2 * i) / float(Dh)));
@@ -404,11 +425,9 @@ void CpuDecoder::forward(const int64_t* tok, const std::vector<char>& plain, con
   // or the latent-feedback fusion (paper Eq. 4) of RMSNorm_in(e) with h_prev.
   bool any_fused = false;
   for (int64_t b = 0; b < B; ++b) {
-    const float* e = ptr(embedding_) + tok[b] * D;
-    if (head_.quant && config_.tie_embeddings) {  // a tied embedding is the head's quantised matrix (as llama.cpp's get_rows)
-      head_.quant->dequantize_row(tok[b], branch_.data() + b * D);
-      e = branch_.data() + b * D;
-    }
+    const float* e = branch_.data() + b * D;
+    if (embedding_.defined()) e = ptr(embedding_) + tok[b] * D;
+    else head_.quant->dequantize_row(tok[b], branch_.data() + b * D);  // a tied embedding is the quantised head (as llama.cpp's get_rows)
     float* e_n = e_n_.data() + b * D;
     rms_norm(e, ptr(input_norm_), D, config_.norm_eps, e_n);
     const float* plain_in = paper_block() ? e_n : e;

@@ -196,6 +196,36 @@ TEST(CpuDecoder, QuantisedWeightsStepLikeTheirDequantisedModel) {
   }
 }
 
+// A quantised decoder that frees the model's fp32 matrices decodes the same bits as one that
+// keeps them: the model is left with its norms, an untied embedding and the matrices that stay
+// fp32 (rows not a multiple of 32 long: w_down, d_ff = 176) only.
+TEST(CpuDecoder, ReleasedModelWeightsDecodeTheSameBits) {
+  for (const auto& config : configs()) for (auto weights : {DecodeWeights::Int8, DecodeWeights::Int4}) {
+    auto kept = make_test_model(config), released = make_test_model(config);  // same seed: same weights
+    torch::NoGradGuard no_grad;
+    CpuDecoderOptions options{false, weights};
+    CpuDecoder a(kept, options);
+    options.release_model_weights = true;
+    CpuDecoder b(released, options);
+    const std::string where = enum_to_string(config.block) + " weights " + std::to_string(int(weights));
+    for (const auto& p : kept->named_parameters()) {
+      const auto& original = p.value();
+      const bool stays = original.dim() == 1 || (p.key() == "embedding.weight" && !config.tie_embeddings) ||
+                         original.size(1) % QuantMatrix::kBlock != 0;
+      EXPECT_EQ(released->named_parameters()[p.key()].numel(), stays ? original.numel() : 0) << where << " " << p.key();
+    }
+    torch::manual_seed(5);
+    auto tokens = torch::randint(4, config.vocab_size, {2, 9}, torch::kLong);
+    const auto valid = torch::ones({2, 9}, torch::kBool);
+    for (int64_t passes : {0, 1}) {
+      KVCache ca(config, 2, 12, torch::dtype(torch::kFloat)), cb(config, 2, 12, torch::dtype(torch::kFloat));
+      EXPECT_TRUE(torch::equal(a.prefill(tokens, valid, ca, passes), b.prefill(tokens, valid, cb, passes))) << where;
+      auto next = tokens.select(1, 8);
+      EXPECT_TRUE(torch::equal(a.step(next, DecodeMode::Soft, ca), b.step(next, DecodeMode::Soft, cb))) << where;
+    }
+  }
+}
+
 // CpuDecoder::prefill against prefill() (decode.h), plain and Fused(2): left-padded rows, prompts
 // longer than one pass of kPrefillRows (the later passes attend to the earlier ones' slots), fp32,
 // int8 and int4 weights (int8/int4 with fp32 activations against the model of their dequantised weights).

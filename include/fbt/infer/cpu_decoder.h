@@ -43,6 +43,11 @@ struct CpuDecoderOptions {
   bool batch_invariant = false;
   DecodeWeights weights = DecodeWeights::Fp32;
   Q8Activations activations = Q8Activations::Int8;  ///< of Int8 and Int4 weights
+  /// Int8 / Int4: each of the model's fp32 matrices is freed (its parameter emptied) as soon as it
+  /// is quantised, and a tied embedding with the head, so a quantised run holds its weights once
+  /// (the freed blocks hold the quantised ones). The model is then usable only through this
+  /// decoder: for `fbt generate` and `chat`, not for scoring (eval's choices, serve's prompt logprobs).
+  bool release_model_weights = false;
 };
 
 /// Parses "fp32", "int8" or "int4" (the --weights flag); throws fbt::Error naming `flag` otherwise.
@@ -56,8 +61,8 @@ class CpuDecoder {
 
   /// Reads `model`'s fp32 weights in place (build a new decoder after replacing a tensor), or
   /// with DecodeWeights::Int8 / Int4 quantises them to Q8_0 / Q4_0 (a snapshot; the model keeps
-  /// its fp32 weights for prefill). Throws fbt::Error unless supports(model) (naming --weights
-  /// for quantised weights).
+  /// its fp32 weights unless options.release_model_weights). Throws fbt::Error unless
+  /// supports(model) (naming --weights for quantised weights).
   explicit CpuDecoder(FBT& model, CpuDecoderOptions options = {});
   /// Bytes of the weights a decode step reads: every matrix product's (fp32 or quantised), norms and the
   /// embedding row excluded; the fusion's W_U and W_G only `with_fusion` (Soft and Fused steps).
@@ -178,7 +183,7 @@ class CpuDecoder {
 
   ModelConfig config_;
   FBT model_;  ///< keeps the tensors referenced below alive
-  torch::Tensor embedding_, input_norm_, final_norm_;  // [V,D], [D], [D]
+  torch::Tensor embedding_, input_norm_, final_norm_;  // [V,D] (undefined: the quantised tied head), [D], [D]
   Matrix head_, w_u_, w_g_;                            // [V,D], [D,D], [D,D]
   std::vector<Layer> layers_;
   std::vector<float> inv_freq_;  ///< RoPE θ^(-2i/Dh), i < Dh/2
