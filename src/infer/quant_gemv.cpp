@@ -150,17 +150,34 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256i load_block(const uint8_t
   }
 }
 
+/// block_dot_i8's 8 int32 sums in one instruction (vpdpbusd: unsigned bytes × signed bytes, each
+/// group of 4 added to an int32 lane, exactly), the same sums of the same groups as maddubs + madd:
+/// Q8_0 |w| against sign(w)·x, Q4_0 the nibbles against x added to −8Σx (`offset`, lane 0).
+template <QuantFormat F>
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"))) inline __m256i block_sums_vnni(__m256i wv, __m256i xv,
+                                                                                                __m256i offset) {
+  if constexpr (F == QuantFormat::Q8_0)
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
+  else
+    return _mm256_dpbusd_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), offset), wv, xv);
+}
+
 /// A weight block wv (load_block) against an int8 input block xv: 8 int32 sums of 4 products each
 /// (their total is the block's exact dot product), as floats. Q8_0: maddubs of |w| and sign(w)·x
 /// (cannot saturate: |q| ≤ 127, so 2·127² < 2¹⁵). Q4_0: maddubs of the unsigned nibbles and x
 /// (2·15·127 < 2¹⁵), less 8·Σx (`offset`, in lane 0 only): Σ(q − 8)x = Σqx − 8Σx, exactly.
-template <QuantFormat F>
+template <QuantFormat F, bool VNNI>
 __attribute__((target("avx2,fma,f16c"))) inline __m256 block_dot_i8(__m256i wv, __m256i xv, __m256i offset) {
-  __m256i pairs;
-  if constexpr (F == QuantFormat::Q8_0) pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
-  else pairs = _mm256_maddubs_epi16(wv, xv);
-  __m256i sums = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-  if constexpr (F == QuantFormat::Q4_0) sums = _mm256_sub_epi32(sums, offset);
+  __m256i sums;
+  if constexpr (VNNI) {
+    sums = block_sums_vnni<F>(wv, xv, offset);
+  } else {
+    __m256i pairs;
+    if constexpr (F == QuantFormat::Q8_0) pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
+    else pairs = _mm256_maddubs_epi16(wv, xv);
+    sums = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+    if constexpr (F == QuantFormat::Q4_0) sums = _mm256_sub_epi32(sums, offset);
+  }
   return _mm256_cvtepi32_ps(sums);
 }
 
@@ -185,7 +202,7 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256 block_dot_f32(__m256i wv,
 /// end (two chains of fused multiply-adds: one would make the product wait on its latency at batch
 /// 1); every dot product takes the same steps in any tile, so tiling changes no bit. The NR rows
 /// share each input block's loads; the next tile's rows (contiguous) are prefetched as one stream.
-template <int NR, int BC, Q8Activations ACT, QuantFormat F>
+template <int NR, int BC, Q8Activations ACT, QuantFormat F, bool VNNI>
 __attribute__((target("avx2,fma,f16c"))) inline void tile_avx2(const QuantMatrix& W, int64_t n, const Inputs& in,
                                                                int64_t b0, float* y) {
   const int64_t K = in.K, nb = K / kBlock, bb = block_bytes_of(F);
@@ -217,7 +234,7 @@ __attribute__((target("avx2,fma,f16c"))) inline void tile_avx2(const QuantMatrix
 #pragma GCC unroll 4
       for (int c = 0; c < BC; ++c) {
         if constexpr (ACT == Q8Activations::Int8)
-          acc[r][c] = _mm256_fmadd_ps(block_dot_i8<F>(wv, xv[c], offset[c]), _mm256_set1_ps(dw * dx[c]), acc[r][c]);
+          acc[r][c] = _mm256_fmadd_ps(block_dot_i8<F, VNNI>(wv, xv[c], offset[c]), _mm256_set1_ps(dw * dx[c]), acc[r][c]);
         else
           acc[r][c] = _mm256_fmadd_ps(block_dot_f32<F>(wv, in.x + (b0 + c) * K + ib * kBlock), _mm256_set1_ps(dw), acc[r][c]);
       }
@@ -238,34 +255,50 @@ __attribute__((target("avx2,fma,f16c"))) inline void tile_avx2(const QuantMatrix
 }
 
 /// The rows n0..n1 of y for the BC input rows b0..: NR weight rows at a time, then single rows.
-template <int NR, int BC, Q8Activations ACT, QuantFormat F>
-__attribute__((target("avx2,fma,f16c"))) void group_avx2(const QuantMatrix& W, const Inputs& in, int64_t b0, float* y,
-                                                         int64_t n0, int64_t n1) {
+template <int NR, int BC, Q8Activations ACT, QuantFormat F, bool VNNI>
+__attribute__((target("avx2,fma,f16c"))) inline void group_avx2(const QuantMatrix& W, const Inputs& in, int64_t b0,
+                                                                float* y, int64_t n0, int64_t n1) {
   int64_t n = n0;
-  for (; n + NR <= n1; n += NR) tile_avx2<NR, BC, ACT, F>(W, n, in, b0, y);
-  for (; n < n1; ++n) tile_avx2<1, BC, ACT, F>(W, n, in, b0, y);
+  for (; n + NR <= n1; n += NR) tile_avx2<NR, BC, ACT, F, VNNI>(W, n, in, b0, y);
+  for (; n < n1; ++n) tile_avx2<1, BC, ACT, F, VNNI>(W, n, in, b0, y);
 }
 
 /// At batch 1 tiles of four weight rows (sharing the input's loads and offset: Q4_0 +5–30%, Q8_0
 /// even, measured); above, one weight row streamed past four inputs (the 16 registers hold 8 dot
 /// products' two chains).
-template <Q8Activations ACT, QuantFormat F>
-__attribute__((target("avx2,fma,f16c"))) void rows_avx2(const QuantMatrix& W, const Inputs& in, int64_t B, float* y,
-                                                        int64_t n0, int64_t n1) {
-  if (B == 1) return group_avx2<4, 1, ACT, F>(W, in, 0, y, n0, n1);
+template <Q8Activations ACT, QuantFormat F, bool VNNI>
+__attribute__((target("avx2,fma,f16c"))) inline void rows_tiled(const QuantMatrix& W, const Inputs& in, int64_t B,
+                                                                float* y, int64_t n0, int64_t n1) {
+  if (B == 1) return group_avx2<4, 1, ACT, F, VNNI>(W, in, 0, y, n0, n1);
   int64_t b = 0;
-  for (; b + 4 <= B; b += 4) group_avx2<1, 4, ACT, F>(W, in, b, y, n0, n1);
-  if (b + 2 <= B) group_avx2<1, 2, ACT, F>(W, in, b, y, n0, n1), b += 2;
-  if (b < B) group_avx2<1, 1, ACT, F>(W, in, b, y, n0, n1);
+  for (; b + 4 <= B; b += 4) group_avx2<1, 4, ACT, F, VNNI>(W, in, b, y, n0, n1);
+  if (b + 2 <= B) group_avx2<1, 2, ACT, F, VNNI>(W, in, b, y, n0, n1), b += 2;
+  if (b < B) group_avx2<1, 1, ACT, F, VNNI>(W, in, b, y, n0, n1);
+}
+
+// The entry points: `flatten` inlines the tiles into them, compiled for the entry's instructions.
+template <Q8Activations ACT, QuantFormat F>
+__attribute__((target("avx2,fma,f16c"), flatten)) void rows_avx2(const QuantMatrix& W, const Inputs& in, int64_t B,
+                                                                 float* y, int64_t n0, int64_t n1) {
+  rows_tiled<ACT, F, false>(W, in, B, y, n0, n1);
+}
+/// Int8 activations with vpdpbusd (the same sums: the same bits as rows_avx2).
+template <QuantFormat F>
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"), flatten)) void rows_vnni(
+    const QuantMatrix& W, const Inputs& in, int64_t B, float* y, int64_t n0, int64_t n1) {
+  rows_tiled<Q8Activations::Int8, F, true>(W, in, B, y, n0, n1);
 }
 
 using RowsFn = void (*)(const QuantMatrix&, const Inputs&, int64_t, float*, int64_t, int64_t);
 
-/// The AVX2 kernel of one weight format and activation kind.
-RowsFn avx2_kernel(QuantFormat format, Q8Activations act) {
-  const bool q8 = format == QuantFormat::Q8_0, int8 = act == Q8Activations::Int8;
-  if (q8) return int8 ? rows_avx2<Q8Activations::Int8, QuantFormat::Q8_0> : rows_avx2<Q8Activations::Fp32, QuantFormat::Q8_0>;
-  return int8 ? rows_avx2<Q8Activations::Int8, QuantFormat::Q4_0> : rows_avx2<Q8Activations::Fp32, QuantFormat::Q4_0>;
+/// The SIMD kernel of one weight format and activation kind (AVX-512 VNNI where the CPU has it and
+/// the activations are int8, else AVX2).
+RowsFn simd_kernel(QuantFormat format, Q8Activations act) {
+  const bool q8 = format == QuantFormat::Q8_0;
+  if (act == Q8Activations::Fp32)
+    return q8 ? rows_avx2<Q8Activations::Fp32, QuantFormat::Q8_0> : rows_avx2<Q8Activations::Fp32, QuantFormat::Q4_0>;
+  if (cpu_has_avx512_vnni()) return q8 ? rows_vnni<QuantFormat::Q8_0> : rows_vnni<QuantFormat::Q4_0>;
+  return q8 ? rows_avx2<Q8Activations::Int8, QuantFormat::Q8_0> : rows_avx2<Q8Activations::Int8, QuantFormat::Q4_0>;
 }
 
 }  // namespace
@@ -317,10 +350,10 @@ void quant_linear(const float* x, int64_t B, const QuantMatrix& W, float* y, Q8A
     }
   }
   const Inputs in{x, xq.data(), dx.data(), sx.data(), K};
-  const RowsFn avx2 = cpu_has_avx2() ? avx2_kernel(W.format(), act) : nullptr;
+  const RowsFn simd = cpu_has_avx2() ? simd_kernel(W.format(), act) : nullptr;
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / K);  // ~64 KiB of Q8_0 weights per task
   at::parallel_for(0, W.rows(), grain, [&](int64_t n0, int64_t n1) {
-    if (avx2) avx2(W, in, B, y, n0, n1);
+    if (simd) simd(W, in, B, y, n0, n1);
     else rows_portable(W, in, B, y, n0, n1, act);
   });
 }

@@ -60,7 +60,9 @@ enum class Q8Activations {
 /// at the end; portable code: block i into partial sum i mod 8; then pairwise). Like
 /// batch_invariant_linear, a row's result is the same bits at any B (serving), and rows n are split
 /// across libtorch's intra-op threads. The AVX2 kernel is chosen once at run time where the CPU
-/// has it; the two round differently, but one process only ever runs one. x may not alias y.
+/// has it (with Int8 activations on AVX-512 VNNI CPUs its vpdpbusd variant: the same int32 block
+/// sums, so the same bits); AVX2 and portable code round differently, but one process only ever
+/// runs one. x may not alias y.
 void quant_linear(const float* x, int64_t B, const QuantMatrix& W, float* y, Q8Activations activations);
 
 /// at::parallel_for's thread count in this kernel's translation unit (decode_kernel_threads(),

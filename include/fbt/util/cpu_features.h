@@ -20,4 +20,12 @@ inline bool cpu_has_avx512() {
   return has;
 }
 
+/// True where the CPU also has AVX-512 VL and VNNI (Intel Cascade Lake, AMD Zen 4 and later): the
+/// int8 kernels compiled with target("avx512vl,avx512vnni") may run vpdpbusd on 8-lane registers.
+inline bool cpu_has_avx512_vnni() {
+  static const bool has =
+      cpu_has_avx512() && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  return has;
+}
+
 }  // namespace fbt
