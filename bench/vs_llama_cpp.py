@@ -19,6 +19,7 @@ The GGUFs come from bench/llama_gguf.py with llama.cpp's own gguf-py.
 
 Usage: bench/vs_llama_cpp.py --llama-cpp DIR [--fbt build/fbt] [--threads 1] [--reps 3]
        [--shapes small,llama-134m] [--results-dir bench/results] [--label TEXT] [--llama-commit SHA]
+Results go to DIR/vs_llama_cpp_<label>_<date>.{md,json}, with _2, _3, ... for later runs of the same day.
 """
 import argparse
 import datetime
@@ -193,7 +194,11 @@ def main():
     print(text)
     if a.results_dir:
         label = a.label or hardware
-        stem = os.path.join(a.results_dir, f"vs_llama_cpp_{label}_{datetime.date.today().isoformat()}")
+        base = os.path.join(a.results_dir, f"vs_llama_cpp_{label}_{datetime.date.today().isoformat()}")
+        stem, n = base, 1  # a later run of the same day adds _2, _3, ... (never overwrites a result)
+        while os.path.exists(stem + ".md") or os.path.exists(stem + ".json"):
+            n += 1
+            stem = f"{base}_{n}"
         with open(stem + ".md", "w") as f:
             f.write(text)
         with open(stem + ".json", "w") as f:

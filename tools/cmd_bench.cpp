@@ -287,7 +287,7 @@ std::string markdown(const nlohmann::json& r) {
                   " libraries' code pages) at the end of the untimed decode run, less its value after start-up"
                   " and the matmul-peak measurement (" +
                   megabytes(r.value("startup_anonymous_rss_bytes", int64_t(-1))) +
-                  " MB: the runtime and BLAS's buffers, which the CPU decoder does not use); model: every parameter's bytes; KV: keys and values for context + new tokens.")
+                  " MB: the runtime and the buffers BLAS keeps once used, which the CPU decoder uses only for prefill on AVX2-only CPUs); model: every parameter's bytes; KV: keys and values for context + new tokens.")
     << "\n";
   return o.str();
 }

@@ -284,8 +284,8 @@ torch::Tensor CpuDecoder::prefill(const torch::Tensor& tokens, const torch::Tens
   if (cache.length != 0)
     throw Error("CpuDecoder::prefill: Fused prefill rebuilds the KV cache from position 0; the cache holds " +
                 std::to_string(cache.length) + " slots");
-  if (tokens.dim() != 2 || valid.sizes() != tokens.sizes())
-    throw Error("CpuDecoder::prefill: tokens and valid must both be [B, T] with T >= 1");
+  if (tokens.dim() != 2 || tokens.size(0) < 1 || tokens.size(1) < 1 || valid.sizes() != tokens.sizes())
+    throw Error("CpuDecoder::prefill: tokens and valid must both be [B, T] with B, T >= 1");
   const int64_t B = tokens.size(0), T = tokens.size(1);
   const auto ids = tokens.to(torch::kLong).cpu();
   // As prefill() (decode.cpp): the first real token of each row (position 0) and document starts stay plain.
@@ -305,8 +305,8 @@ torch::Tensor CpuDecoder::prefill(const torch::Tensor& tokens, const torch::Tens
 
 torch::Tensor CpuDecoder::prefill_pass(const torch::Tensor& tokens_in, const torch::Tensor& valid_in, KVCache& cache,
                                        const PassFeedback* feedback, torch::Tensor* states) {
-  if (tokens_in.dim() != 2 || tokens_in.size(1) < 1 || valid_in.sizes() != tokens_in.sizes())
-    throw Error("CpuDecoder::prefill: tokens and valid must both be [B, T] with T >= 1");
+  if (tokens_in.dim() != 2 || tokens_in.size(0) < 1 || tokens_in.size(1) < 1 || valid_in.sizes() != tokens_in.sizes())
+    throw Error("CpuDecoder::prefill: tokens and valid must both be [B, T] with B, T >= 1");
   const int64_t B = tokens_in.size(0), T = tokens_in.size(1), D = config_.d_model;
   check_cache(cache, B);
   auto tokens = tokens_in.to(torch::kLong).contiguous();
@@ -315,11 +315,13 @@ torch::Tensor CpuDecoder::prefill_pass(const torch::Tensor& tokens_in, const tor
   if (feedback) {
     if (feedback->h_before.sizes() != torch::IntArrayRef{B, T, D} || feedback->plain.sizes() != tokens.sizes())
       throw Error("CpuDecoder::prefill_pass: the feedback must be [B, T, D] states and [B, T] plain flags");
-    h_before = feedback->h_before.to(torch::kFloat).contiguous();
-    plain = feedback->plain.to(torch::kBool).contiguous();
+    h_before = feedback->h_before.to(torch::kCPU, torch::kFloat).contiguous();
+    plain = feedback->plain.to(torch::kCPU, torch::kBool).contiguous();
   }
-  if (states && (!states->defined() || states->sizes() != torch::IntArrayRef{B, T, D}))
-    *states = torch::empty({B, T, D}, torch::kFloat);
+  if (states && !(states->defined() && states->sizes() == torch::IntArrayRef{B, T, D} && states->is_contiguous() &&
+                  states->device().is_cpu() && states->scalar_type() == torch::kFloat &&
+                  !(h_before.defined() && states->is_alias_of(h_before))))
+    *states = torch::empty({B, T, D}, torch::kFloat);  // written while h_before is read: never the same storage
   const auto valid = valid_in.to(torch::kBool).cpu();
   auto layout = Layout::left_padded(valid);
   // A chunk continues the positions before it; an empty (new or cleared) cache starts at 0.

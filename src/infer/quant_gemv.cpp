@@ -51,7 +51,10 @@ float quantize_block_q8(const float* v, int8_t* q) {
   float amax = 0;
   for (int64_t i = 0; i < kBlock; ++i) amax = std::max(amax, std::abs(v[i]));
   const float d = amax / 127.0f, id = inverse_scale(d);
-  for (int64_t i = 0; i < kBlock; ++i) q[i] = int8_t(std::round(v[i] * id));
+  for (int64_t i = 0; i < kBlock; ++i) {
+    const float r = std::round(v[i] * id);
+    q[i] = int8_t(std::isfinite(r) ? r : 0.0f);  // NaN (a NaN input) would convert to an integer undefined
+  }
   return d;
 }
 
@@ -67,7 +70,10 @@ float quantize_block_q4(const float* v, uint8_t* qs) {
     }
   }
   const float d = max / -8.0f, id = inverse_scale(d);
-  auto q = [&](float x) { return uint8_t(std::min<int>(15, int(int8_t(x * id + 8.5f)))); };
+  auto q = [&](float x) {  // a NaN value quantises to 8 (zero): its conversion to an integer would be undefined
+    const float t = x * id + 8.5f;
+    return uint8_t(std::isfinite(t) ? std::min<int>(15, int(int8_t(t))) : 8);
+  };
   for (int64_t j = 0; j < kBlock / 2; ++j) qs[j] = uint8_t(q(v[j]) | (q(v[j + kBlock / 2]) << 4));
   return d;
 }

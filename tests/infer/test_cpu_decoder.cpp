@@ -337,6 +337,12 @@ TEST(CpuDecoder, SoftDiffersFromStandardAndBadInputIsRefused) {
   EXPECT_THROW(decoder.prefill(prompt, torch::ones({1, 4}, torch::kBool), c), Error) << "valid's shape";
   EXPECT_THROW(decoder.prefill(prompt, valid, a, 1), Error) << "Fused prefill into a cache that holds slots";
   EXPECT_THROW(decoder.prefill(prompt, valid, c, -1), Error) << "negative fused passes";
+  for (int64_t passes : {0, 1}) {
+    EXPECT_THROW(decoder.prefill(torch::zeros({0, 5}, torch::kLong), torch::ones({0, 5}, torch::kBool), c, passes), Error)
+        << "no rows, fused passes " << passes;
+    EXPECT_THROW(decoder.prefill(torch::zeros({1, 0}, torch::kLong), torch::ones({1, 0}, torch::kBool), c, passes), Error)
+        << "no positions, fused passes " << passes;
+  }
   CpuDecoder::PassFeedback wrong{torch::zeros({1, 5, config.d_model - 1}), torch::ones({1, 5}, torch::kBool)};
   EXPECT_THROW(decoder.prefill_pass(prompt, valid, c, &wrong), Error) << "feedback of the wrong shape";
   EXPECT_THROW(decoder.prefill(prompt.fill_(config.vocab_size), valid, c), Error) << "a token outside the vocabulary";

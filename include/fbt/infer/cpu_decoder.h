@@ -1,5 +1,5 @@
-// A dedicated decode step (and plain prefill) for fp32 models on the CPU: plain loops and our own
-// matrix kernels.
+// A dedicated decode step (and the prefill of every mode) for fp32 models on the CPU: plain loops and
+// our own matrix kernels.
 //
 // The generic decode_step (decode.h) runs ~40 libtorch operators per layer, and at batch 1 on a
 // small model their dispatch cost, not arithmetic, sets the speed. CpuDecoder computes the same
@@ -107,7 +107,8 @@ class CpuDecoder {
   /// One prefill pass, as prefill() without fused passes but with each position's input fused as
   /// `feedback` says (nullptr: every position plain), continuing `cache` as prefill() does (Fused
   /// prefill in chunks: PromptPrefill). Where `states` is given, fills it with every position's
-  /// feedback state [B,T,D] (fp32, made if undefined or of another shape). Returns and sets what prefill() does.
+  /// feedback state [B,T,D] (fp32, CPU; made anew unless it already is a contiguous one of that shape
+  /// with storage of its own). Returns and sets what prefill() does.
   /// Throws fbt::Error as prefill(), or if feedback's shapes are not [B,T,D] and [B,T].
   torch::Tensor prefill_pass(const torch::Tensor& tokens, const torch::Tensor& valid, KVCache& cache,
                              const PassFeedback* feedback, torch::Tensor* states = nullptr);
