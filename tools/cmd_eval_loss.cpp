@@ -66,7 +66,8 @@ void run_eval_loss(const EvalLossArgs& a) {
   }
   const auto results = evaluate_loss(checkpoint.model, shard, *tokenizer, options);
   std::cout << "checkpoint " << checkpoint.model_file << " (step " << checkpoint.info.step << "), data "
-            << shard.path() << ", windows of " << window << " tokens\n"
+            << shard.path() << ", windows of " << window << " tokens"
+            << (a.decode_weights.empty() ? "" : ", rows 'decode ...' on " + a.decode_weights + " weights") << "\n"
             << "| mode | nats/token | bits/byte | tokens |\n|---|---|---|---|\n";
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& r : results) {
@@ -96,6 +97,7 @@ void run_eval_loss(const EvalLossArgs& a) {
                        {"data", a.data}, {"split", a.split}, {"context", window},
                        {"max_tokens", a.options.max_tokens}, {"results", rows}};
     if (a.contraction) out["contraction"] = curve_rows;
+    if (!a.decode_weights.empty()) out["decode_weights"] = a.decode_weights;
     write_file_atomic(a.json, out.dump(2) + "\n");
   }
 }
