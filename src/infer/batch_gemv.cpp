@@ -225,12 +225,26 @@ float dot_product(const float* a, const float* b, int64_t n) {
 }
 
 void batch_invariant_linear(const float* x, int64_t B, int64_t K, const float* W, int64_t N, float* y, int64_t ldy) {
+  batch_invariant_linear(x, B, K, {WeightPart{W, N}}, y, ldy);
+}
+
+void batch_invariant_linear(const float* x, int64_t B, int64_t K, const std::vector<WeightPart>& parts, float* y,
+                            int64_t ldy) {
+  int64_t N = 0;
+  for (const auto& part : parts) N += part.N;
   // Grain: at least ~64 KiB of weights per task, so small products stay on one thread.
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(K, 1));
   // The SIMD kernels' dot products round alike (the same lanes, order and fused steps), so the
-  // choice by B keeps every row's bits.
+  // choice by B keeps every row's bits; so does the grouping of rows into tiles.
   const RowsFn kernel = isa() == Isa::Avx512 && B > 1 ? rows_avx512 : isa() == Isa::Portable ? rows_portable : rows_avx2;
-  at::parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) { kernel(x, B, K, W, ldy, y, n0, n1); });
+  at::parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) {
+    int64_t first = 0;  // the stacked row where this part starts
+    for (const auto& part : parts) {
+      const int64_t begin = std::max(n0, first), end = std::min(n1, first + part.N);
+      if (begin < end) kernel(x, B, K, part.W, ldy, y + first, begin - first, end - first);
+      first += part.N;
+    }
+  });
 }
 
 bool batch_gemv_tiled() { return isa() == Isa::Avx512; }  // (B > 1: batch 1 needs no tiles)

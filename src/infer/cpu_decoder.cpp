@@ -83,17 +83,20 @@ CpuDecoder::Matrix CpuDecoder::matrix(std::vector<torch::Tensor> parts, bool hea
 
 void CpuDecoder::linear(const float* x, int64_t B, const Matrix& W, float* y) const {
   if (W.quant) return quant_linear(x, B, *W.quant, y, options_.activations);
-  int64_t row = 0;
-  for (const auto& part : W.parts) {  // each part fills its block of columns of y [B, W.rows]
-    const int64_t N = part.size(0);
 #ifdef FBT_WITH_BLAS
-    // Above four rows sgemm's blocking beats streaming the weights once per four rows (not tiles).
-    if (!options_.batch_invariant && B > 4 && !batch_gemv_tiled()) sgemm_linear(x, B, W.cols, ptr(part), N, y + row, W.rows);
-    else
-#endif
-      batch_invariant_linear(x, B, W.cols, ptr(part), N, y + row, W.rows);
-    row += N;
+  // Above four rows sgemm's blocking beats streaming the weights once per four rows (not tiles).
+  if (!options_.batch_invariant && B > 4 && !batch_gemv_tiled()) {
+    int64_t row = 0;
+    for (const auto& part : W.parts) {  // each part fills its block of columns of y [B, W.rows]
+      sgemm_linear(x, B, W.cols, ptr(part), part.size(0), y + row, W.rows);
+      row += part.size(0);
+    }
+    return;
   }
+#endif
+  std::vector<WeightPart> parts;
+  for (const auto& part : W.parts) parts.push_back({ptr(part), part.size(0)});
+  batch_invariant_linear(x, B, W.cols, parts, y, W.rows);
 }
 
 int64_t CpuDecoder::matmul_weight_bytes(bool with_fusion) const {

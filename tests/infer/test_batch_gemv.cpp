@@ -51,5 +51,32 @@ TEST(BatchGemv, KernelsRunOnEveryIntraOpThread) {
   torch::set_num_threads(before);
 }
 
+// A weight stacked from parts (sizes with every remainder of 4, one above the grain so the rows are
+// split across threads inside a part) is the same bits as one call per part, at B = 1 and in tiles.
+TEST(BatchGemv, StackedPartsAreTheSameBitsAsOneCallPerPart) {
+  torch::manual_seed(9);
+  const int64_t K = 96;
+  std::vector<torch::Tensor> weights{torch::randn({5, K}), torch::randn({2, K}), torch::randn({300, K}),
+                                     torch::randn({7, K})};
+  std::vector<WeightPart> parts;
+  int64_t N = 0;
+  for (const auto& w : weights) {
+    parts.push_back({w.data_ptr<float>(), w.size(0)});
+    N += w.size(0);
+  }
+  for (int64_t B : {1, 7}) {
+    auto x = torch::randn({B, K});
+    auto stacked = torch::empty({B, N}), separate = torch::empty({B, N});
+    batch_invariant_linear(x.data_ptr<float>(), B, K, parts, stacked.data_ptr<float>(), N);
+    int64_t row = 0;
+    for (const auto& part : parts) {
+      batch_invariant_linear(x.data_ptr<float>(), B, K, part.W, part.N, separate.data_ptr<float>() + row, N);
+      row += part.N;
+    }
+    EXPECT_TRUE(torch::equal(stacked, separate)) << "B " << B;
+    EXPECT_LT((stacked - torch::mm(x, torch::cat(weights, 0).t())).abs().max().item<float>(), 1e-4) << "B " << B;
+  }
+}
+
 }  // namespace
 }  // namespace fbt

@@ -2,6 +2,7 @@
 // rounded the same however many rows are computed together.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 namespace fbt {
 
@@ -21,6 +22,17 @@ namespace fbt {
 /// each other) are chosen at run time where the CPU has them, else portable code that multiplies,
 /// then adds; the portable code rounds differently, but one process only ever runs one of them.
 void batch_invariant_linear(const float* x, int64_t B, int64_t K, const float* W, int64_t N, float* y, int64_t ldy);
+
+/// One of the row blocks [N, K] (row-major) of a weight stacked from several tensors.
+struct WeightPart {
+  const float* W;
+  int64_t N;
+};
+/// batch_invariant_linear of a weight stacked from `parts` (not contiguous with each other): part i
+/// fills columns [Σ_{j<i} N_j, + N_i) of y, the same bits as one call per part, with one split of all
+/// the rows across the threads (one fork and join, not one per part: a decode step's q/k/v/gate).
+void batch_invariant_linear(const float* x, int64_t B, int64_t K, const std::vector<WeightPart>& parts, float* y,
+                            int64_t ldy);
 
 /// True where batch_invariant_linear tiles many input rows in registers (CPUs with AVX-512): from
 /// B = 4 on it is then as fast as OpenBLAS's sgemm or faster (measured at B = 64: 1.0–1.3×), so a
