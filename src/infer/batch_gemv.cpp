@@ -224,14 +224,13 @@ float dot_product(const float* a, const float* b, int64_t n) {
   return out;
 }
 
-void batch_invariant_linear(const float* x, int64_t B, int64_t K, const float* W, int64_t N, float* y, int64_t ldy) {
-  batch_invariant_linear(x, B, K, {WeightPart{W, N}}, y, ldy);
-}
+namespace {
 
-void batch_invariant_linear(const float* x, int64_t B, int64_t K, const std::vector<WeightPart>& parts, float* y,
-                            int64_t ldy) {
+/// batch_invariant_linear of the n_parts parts at `parts` (both overloads; no allocation per call).
+void linear_of_parts(const float* x, int64_t B, int64_t K, const WeightPart* parts, size_t n_parts, float* y,
+                     int64_t ldy) {
   int64_t N = 0;
-  for (const auto& part : parts) N += part.N;
+  for (size_t i = 0; i < n_parts; ++i) N += parts[i].N;
   // Grain: at least ~64 KiB of weights per task, so small products stay on one thread.
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(K, 1));
   // The SIMD kernels' dot products round alike (the same lanes, order and fused steps), so the
@@ -239,12 +238,25 @@ void batch_invariant_linear(const float* x, int64_t B, int64_t K, const std::vec
   const RowsFn kernel = isa() == Isa::Avx512 && B > 1 ? rows_avx512 : isa() == Isa::Portable ? rows_portable : rows_avx2;
   at::parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) {
     int64_t first = 0;  // the stacked row where this part starts
-    for (const auto& part : parts) {
+    for (size_t i = 0; i < n_parts; ++i) {
+      const WeightPart& part = parts[i];
       const int64_t begin = std::max(n0, first), end = std::min(n1, first + part.N);
       if (begin < end) kernel(x, B, K, part.W, ldy, y + first, begin - first, end - first);
       first += part.N;
     }
   });
+}
+
+}  // namespace
+
+void batch_invariant_linear(const float* x, int64_t B, int64_t K, const float* W, int64_t N, float* y, int64_t ldy) {
+  const WeightPart part{W, N};
+  linear_of_parts(x, B, K, &part, 1, y, ldy);
+}
+
+void batch_invariant_linear(const float* x, int64_t B, int64_t K, const std::vector<WeightPart>& parts, float* y,
+                            int64_t ldy) {
+  linear_of_parts(x, B, K, parts.data(), parts.size(), y, ldy);
 }
 
 bool batch_gemv_tiled() { return isa() == Isa::Avx512; }  // (B > 1: batch 1 needs no tiles)

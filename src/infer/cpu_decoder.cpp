@@ -73,6 +73,7 @@ CpuDecoder::Matrix CpuDecoder::matrix(std::vector<torch::Tensor> parts, bool hea
   // Rows that do not split into blocks of 32 stay fp32 (as llama.cpp leaves such tensors).
   if (options_.weights == DecodeWeights::Fp32 || m.cols % QuantMatrix::kBlock != 0) {
     m.parts = std::move(parts);
+    for (const auto& part : m.parts) m.views.push_back({ptr(part), part.size(0)});
     return m;
   }
   const auto format = options_.weights == DecodeWeights::Int4 && !head ? QuantFormat::Q4_0 : QuantFormat::Q8_0;
@@ -94,9 +95,7 @@ void CpuDecoder::linear(const float* x, int64_t B, const Matrix& W, float* y) co
     return;
   }
 #endif
-  std::vector<WeightPart> parts;
-  for (const auto& part : W.parts) parts.push_back({ptr(part), part.size(0)});
-  batch_invariant_linear(x, B, W.cols, parts, y, W.rows);
+  batch_invariant_linear(x, B, W.cols, W.views, y, W.rows);
 }
 
 int64_t CpuDecoder::matmul_weight_bytes(bool with_fusion) const {
@@ -252,6 +251,11 @@ CpuDecoder::RowCache CpuDecoder::row_view(KVCache& cache, int64_t b, int64_t slo
   return row;
 }
 
+void CpuDecoder::check_prompt(const torch::Tensor& tokens, const torch::Tensor& valid) {
+  if (tokens.dim() != 2 || tokens.size(0) < 1 || tokens.size(1) < 1 || valid.sizes() != tokens.sizes())
+    throw Error("CpuDecoder::prefill: tokens and valid must both be [B, T] with B, T >= 1");
+}
+
 void CpuDecoder::check_tokens(const torch::Tensor& tokens) const {
   const int64_t V = config_.vocab_size;
   for (int64_t b = 0; b < tokens.numel(); ++b) {
@@ -287,8 +291,7 @@ torch::Tensor CpuDecoder::prefill(const torch::Tensor& tokens, const torch::Tens
   if (cache.length != 0)
     throw Error("CpuDecoder::prefill: Fused prefill rebuilds the KV cache from position 0; the cache holds " +
                 std::to_string(cache.length) + " slots");
-  if (tokens.dim() != 2 || tokens.size(0) < 1 || tokens.size(1) < 1 || valid.sizes() != tokens.sizes())
-    throw Error("CpuDecoder::prefill: tokens and valid must both be [B, T] with B, T >= 1");
+  check_prompt(tokens, valid);
   const int64_t B = tokens.size(0), T = tokens.size(1);
   const auto ids = tokens.to(torch::kLong).cpu();
   // As prefill() (decode.cpp): the first real token of each row (position 0) and document starts stay plain.
@@ -296,20 +299,19 @@ torch::Tensor CpuDecoder::prefill(const torch::Tensor& tokens, const torch::Tens
                         model_->plain_positions(ids).logical_or(Layout::left_padded(valid.to(torch::kBool).cpu()).positions == 0)};
   KVCache scratch(config_, B, T, torch::kFloat);  // the passes before the last
   torch::Tensor states;  // [B,T,D] of the latest pass
-  prefill_pass(ids, valid, scratch, nullptr, &states);
+  prefill_pass(ids, valid, scratch, nullptr, &states, /*with_logits=*/false);
   for (int64_t k = 1; k <= fused_passes; ++k) {
     feedback.h_before.narrow(1, 1, T - 1).copy_(states.narrow(1, 0, T - 1));  // the state at t−1
     if (k == fused_passes) break;
     scratch.clear();
-    prefill_pass(ids, valid, scratch, &feedback, &states);
+    prefill_pass(ids, valid, scratch, &feedback, &states, /*with_logits=*/false);
   }
   return prefill_pass(ids, valid, cache, &feedback);
 }
 
 torch::Tensor CpuDecoder::prefill_pass(const torch::Tensor& tokens_in, const torch::Tensor& valid_in, KVCache& cache,
-                                       const PassFeedback* feedback, torch::Tensor* states) {
-  if (tokens_in.dim() != 2 || tokens_in.size(0) < 1 || tokens_in.size(1) < 1 || valid_in.sizes() != tokens_in.sizes())
-    throw Error("CpuDecoder::prefill: tokens and valid must both be [B, T] with B, T >= 1");
+                                       const PassFeedback* feedback, torch::Tensor* states, bool with_logits) {
+  check_prompt(tokens_in, valid_in);
   const int64_t B = tokens_in.size(0), T = tokens_in.size(1), D = config_.d_model;
   check_cache(cache, B);
   auto tokens = tokens_in.to(torch::kLong).contiguous();
@@ -358,7 +360,7 @@ torch::Tensor CpuDecoder::prefill_pass(const torch::Tensor& tokens_in, const tor
     for (int64_t b = 0; b < B; ++b)
       std::memcpy(h.data_ptr<float>() + b * D, state().data() + (b * m + m - 1) * D, D * sizeof(float));
     cache.h_prev = h;
-    out = logits(m - 1, B, m);
+    if (with_logits) out = logits(m - 1, B, m);
   }
   cache.last_token = tokens.select(1, T - 1).clone();
   cache.next_pos = start + valid.sum(1);  // a row of pads only keeps its next position

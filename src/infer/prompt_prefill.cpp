@@ -46,8 +46,9 @@ torch::Tensor PromptPrefill::run(int64_t chunk) {
     auto plain = plain_.narrow(1, start, m);  // [1,m]
     if (cpu_) {  // continues caches_[j] from its next_pos; the last pass sets h_prev, last_token, next_pos
       const CpuDecoder::PassFeedback feedback{shifted, plain};
+      const bool last = j + 1 == passes_;  // the output layer only after the last pass of the last chunk
       logits = cpu_->prefill_pass(tokens, torch::ones({1, m}, torch::kBool), caches_[j], j > 0 ? &feedback : nullptr,
-                                  j + 1 < passes_ ? &state : nullptr);
+                                  last ? nullptr : &state, last && start + m == n);
     } else {
       x = model_->stack(j > 0 ? model_->feedback_input(shifted, e_n, plain.unsqueeze(-1)) : e_n, layout, &caches_[j]);
       state = model_->feedback_state(x);

@@ -19,6 +19,7 @@
 #include <torch/types.h>
 
 #include "fbt/infer/decode.h"
+#include "fbt/infer/batch_gemv.h"
 #include "fbt/infer/quant_gemv.h"
 #include "fbt/model/cache.h"
 #include "fbt/model/model.h"
@@ -106,12 +107,13 @@ class CpuDecoder {
   };
   /// One prefill pass, as prefill() without fused passes but with each position's input fused as
   /// `feedback` says (nullptr: every position plain), continuing `cache` as prefill() does (Fused
-  /// prefill in chunks: PromptPrefill). Where `states` is given, fills it with every position's
+  /// prefill in chunks: PromptPrefill). Returns the logits only `with_logits` (else an undefined
+  /// tensor: an earlier pass or chunk needs no output layer). Where `states` is given, fills it with every position's
   /// feedback state [B,T,D] (fp32, CPU; made anew unless it already is a contiguous one of that shape
   /// with storage of its own). Returns and sets what prefill() does.
   /// Throws fbt::Error as prefill(), or if feedback's shapes are not [B,T,D] and [B,T].
   torch::Tensor prefill_pass(const torch::Tensor& tokens, const torch::Tensor& valid, KVCache& cache,
-                             const PassFeedback* feedback, torch::Tensor* states = nullptr);
+                             const PassFeedback* feedback, torch::Tensor* states = nullptr, bool with_logits = true);
 
   /// The step for B sequences that each own a KV cache of batch 1 (continuous batching: the
   /// sequences have different lengths). tokens [B] int64 (CPU), modes[b] and caches[b] of row b
@@ -144,6 +146,8 @@ class CpuDecoder {
   RowCache row_view(KVCache& cache, int64_t b, int64_t slot) const;
   /// The feedback states of the last forward, [B,D] row-major.
   const std::vector<float>& state() const;
+  /// Throws fbt::Error unless tokens and valid are both [B, T] with B, T ≥ 1 (a prompt batch).
+  static void check_prompt(const torch::Tensor& tokens, const torch::Tensor& valid);
   /// Throws fbt::Error for a token id outside [0, vocab) in tokens [B] int64 (contiguous).
   void check_tokens(const torch::Tensor& tokens) const;
   /// Throws fbt::Error unless `cache` has `batch` rows and the model's layers, head size and fp32
@@ -154,6 +158,7 @@ class CpuDecoder {
   /// tensors themselves (fp32) or one quantised matrix of them all (int8, int4).
   struct Matrix {
     std::vector<torch::Tensor> parts;  ///< [N_i, K], Σ N_i = N (fp32; the model's own tensors)
+    std::vector<WeightPart> views;     ///< the parts' data and rows, for batch_invariant_linear
     std::optional<QuantMatrix> quant;  ///< [N, K] (int8, int4)
     int64_t rows = 0, cols = 0;
   };
