@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 
@@ -45,13 +46,16 @@ inline CliRun run_cli(const std::filesystem::path& dir, const std::string& args,
 /// A run dir as the trainer leaves it, holding make_test_model(debug preset with `vocab` and EOS
 /// as the document separator; `context` > 0 replaces the preset's 64): RUNDIR/step-0000001/
 /// model.safetensors, RUNDIR/latest and RUNDIR/tokenizer/meta.json (all Tokenizer::load needs for
-/// the byte tokenizer). Returns the model.
-inline FBT make_run_dir(const std::filesystem::path& run_dir, int64_t vocab, int64_t context = 0) {
+/// the byte tokenizer). `edit`, when given, changes the model's weights before it is saved.
+/// Returns the model.
+inline FBT make_run_dir(const std::filesystem::path& run_dir, int64_t vocab, int64_t context = 0,
+                        const std::function<void(FBT&)>& edit = nullptr) {
   auto config = ModelConfig::preset("debug");
   config.vocab_size = vocab;
   if (context > 0) config.context = context;
   config.doc_separator_id = ByteTokenizer::kEos;
   auto m = make_test_model(config);
+  if (edit) edit(m);
   std::filesystem::create_directories(run_dir / step_dir_name(1));
   save_model((run_dir / step_dir_name(1) / "model.safetensors").string(), m, ByteTokenizer().meta(), 1);
   write_latest(run_dir.string(), step_dir_name(1));

@@ -49,15 +49,18 @@ constexpr const char* kHelp =
 volatile std::sig_atomic_t g_interrupted = 0;
 extern "C" void on_interrupt(int) { g_interrupted = 1; }
 
-/// Installs on_interrupt for SIGINT while alive, without SA_RESTART, so that a Ctrl-C at the prompt
-/// also ends the blocked read; restores the previous handler on destruction.
+/// Installs on_interrupt for SIGINT while alive; restores the previous handler on destruction.
+/// At the prompt without SA_RESTART, so that Ctrl-C also ends the blocked read. During a reply with
+/// SA_RESTART: a Ctrl-C that lands while a write of the reply blocks (a slow terminal, a full pty or
+/// pipe) must not fail that write with EINTR, which makes stdio drop the rest of the reply and its
+/// " [stopped]" (POSIX sigaction, SA_RESTART; write(2) on a pipe or terminal is restarted).
 class InterruptGuard {
  public:
-  InterruptGuard() {
+  explicit InterruptGuard(bool restart_interrupted_calls) {
     struct sigaction action {};
     action.sa_handler = on_interrupt;
     sigemptyset(&action.sa_mask);
-    action.sa_flags = 0;
+    action.sa_flags = restart_interrupted_calls ? SA_RESTART : 0;
     sigaction(SIGINT, &action, &previous_);
   }
   ~InterruptGuard() { sigaction(SIGINT, &previous_, nullptr); }
@@ -140,6 +143,7 @@ void reply(FBT& model, const Tokenizer& tokenizer, const ChatTemplate& chat, con
   TextStream stream(tokenizer, std::cout, /*terminal_safe=*/true);
   o.on_token = [&](int64_t, int64_t token) { stream.push(token); };
   o.should_stop = [] { return g_interrupted != 0; };
+  const InterruptGuard while_replying(/*restart_interrupted_calls=*/true);
   g_interrupted = 0;
   const auto start = std::chrono::steady_clock::now();
   generate(model, {fitted.prompt.ids}, o);
@@ -173,11 +177,11 @@ void run_chat(ChatArgs a) {
             << " template, context " << context << " tokens, replies of up to " << a.max_new_tokens
             << " tokens. /help lists the commands; Ctrl-C stops a reply; "
             << "Ctrl-D or /quit leaves.\n";
-  InterruptGuard guard;
+  const InterruptGuard at_the_prompt(/*restart_interrupted_calls=*/false);
   for (;;) {
-    // A Ctrl-C that lands while a write to the terminal blocks (a slow terminal, a full pty) fails
-    // that write with EINTR (no SA_RESTART, above), and std::cout then drops every later output:
-    // clear the error so the prompt shows (what the write lost stays in the conversation).
+    // A Ctrl-C that lands while a write outside a reply blocks (a command's answer on a full pty)
+    // fails that write with EINTR, and std::cout then drops every later output: clear the error so
+    // the prompt shows.
     std::cout.clear();
     std::clearerr(stdout);
     std::cout << "\n[" << mode_label(state.mode, a.fused_passes) << "] you> " << std::flush;

@@ -1,13 +1,19 @@
 // `fbt chat` as a person uses it: a session piped through stdin (replies compared with in-process
 // greedy generation of the rendered conversation, commands, errors, history truncation) and
 // sessions in a real terminal driven by tmux (send-keys / capture-pane): two turns in each mode,
-// /reset, Ctrl-C during a reply and at the prompt.
+// /reset, Ctrl-C during a reply and at the prompt; Ctrl-C while a write of the reply blocks.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <thread>
 
@@ -116,16 +122,114 @@ TEST(ChatCli, BadFlagsAndMissingCheckpointAreErrors) {
   EXPECT_NE(tmpl.err.find("<|im_start|>"), std::string::npos) << tmpl.err;
 }
 
+/// N of the first "(standard: prompt 40 tokens, reply N tokens" in `text`, else -1: the reply to
+/// "tell me a long story" ([EOS] "User: tell me a long story\n\n" "Assistant: " = 1 + 28 + 11 tokens).
+int64_t story_reply_tokens(const std::string& text) {
+  static const std::regex stats(R"(\(standard: prompt 40 tokens, reply (\d+) tokens)");
+  std::smatch m;
+  return std::regex_search(text, m, stats) ? std::stoll(m[1].str()) : -1;
+}
+
+/// Zeroes the EOS row of the test model's tied embedding: the head gives EOS the logit 0 while the
+/// largest of the other 258 is positive, so a greedy reply ends only at its length limit or Ctrl-C.
+void zero_eos_embedding(FBT& model) {
+  torch::NoGradGuard no_grad;
+  model->named_parameters()["embedding.weight"][ByteTokenizer::kEos].zero_();
+}
+
+/// The state letter of process `pid` in /proc/PID/stat ('R' running, 'S' sleeping, ...).
+char process_state(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() ? '?' : stat[close + 2];
+}
+
+/// Whether process `pid` has a signal pending (/proc/PID/status, ShdPnd and SigPnd not all zero).
+bool signals_pending(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if ((line.rfind("ShdPnd:", 0) == 0 || line.rfind("SigPnd:", 0) == 0) &&
+        line.find_first_not_of("0\t ", 7) != std::string::npos)
+      return true;
+  return false;
+}
+
+// Ctrl-C while a write of the reply blocks on a slow reader (a terminal over a slow link, a full
+// pty; here a 4 KiB pipe nobody reads): the reply still ends with " [stopped]" and nothing written
+// is lost. fbt's stdout is the pipe, stdin a file holding one message (its end then ends the
+// session). Once the pipe is full and fbt sleeps in its write, SIGINT; once the signal is taken,
+// the pipe is drained.
+// A SIGINT handler without SA_RESTART failed that write with EINTR, stdio marked stdout as failed
+// and std::cout dropped the rest of the reply and the " [stopped]" mark.
+TEST(ChatCli, CtrlCWhileAWriteBlocksStillStopsTheReply) {
+  testing::TempDir tmp;
+  const fs::path run = tmp.path / "run";
+  auto model = testing::make_run_dir(run, ByteTokenizer::kVocab, /*context=*/16384, zero_eos_embedding);
+  testing::write_file(tmp.path / "input", "tell me a long story\n");
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  ASSERT_EQ(::fcntl(out[0], F_SETPIPE_SZ, 4096), 4096);
+  const std::string checkpoint = run.string(), input = (tmp.path / "input").string(),
+                    err = (tmp.path / "stderr").string();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(::open(input.c_str(), O_RDONLY), 0);
+    ::dup2(out[1], 1);
+    ::dup2(::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
+    ::close(out[0]);
+    ::execl(FBT_CLI, FBT_CLI, "chat", "--checkpoint", checkpoint.c_str(), "--temperature", "0",
+            "--max-new-tokens", "12000", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  // Wait (up to 60 s) until the pipe is full and fbt has slept in its write for a while.
+  int sleeping = 0;
+  for (int i = 0; i < 6000 && sleeping < 10; ++i) {
+    int queued = 0;
+    ::ioctl(out[0], FIONREAD, &queued);
+    sleeping = queued >= 4096 && process_state(pid) == 'S' ? sleeping + 1 : 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(sleeping, 10) << "fbt never blocked on the full pipe";
+  ::kill(pid, SIGINT);
+  // Drain only once the signal has been taken (a write woken by the reader first would finish
+  // before the handler runs).
+  for (int i = 0; i < 6000 && signals_pending(pid); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_FALSE(signals_pending(pid));
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+  ::close(out[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  const std::string stderr_text = testing::slurp(tmp.path / "stderr");
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << stderr_text;
+  EXPECT_EQ(count(text, " [stopped]"), 1u) << text;
+  const int64_t reply = story_reply_tokens(stderr_text);
+  ASSERT_GE(reply, 0) << stderr_text;
+  EXPECT_LT(reply, 12000);
+  // Every token of the reply reached the pipe: it is the greedy reply of that length.
+  const std::string prompt = "[standard] you> ";
+  const size_t from = text.find(prompt) + prompt.size(), to = text.find(" [stopped]");
+  ASSERT_TRUE(from >= prompt.size() && to != std::string::npos && to >= from) << text;
+  EXPECT_EQ(text.substr(from, to - from),
+            as_printed(greedy_reply(model, {{"user", "tell me a long story"}}, DecodeMode::Standard, reply)));
+}
+
 /// A tmux server of its own (socket fbt_chat_<pid>), one session running `fbt chat --checkpoint
 /// RUN ARGS` in a 160x50 terminal, RUN a make_run_dir checkpoint with the given context in a
-/// TempDir. A shell around it prints "[exit STATUS]" when fbt ends (tmux's own
-/// pane_dead_status is not reliable where the server's children are not reaped); the shell traps
-/// SIGINT, so Ctrl-C in the terminal stops fbt alone, which starts with the default disposition.
+/// TempDir (with `endless`, its EOS made unreachable by zero_eos_embedding). A shell around it
+/// prints "[exit STATUS]" when fbt ends (tmux's own pane_dead_status is not reliable where the
+/// server's children are not reaped); the shell traps SIGINT, so Ctrl-C in the terminal stops fbt
+/// alone, which starts with the default disposition.
 class TmuxChat {
  public:
-  TmuxChat(int64_t context, const std::string& args) : socket_("fbt_chat_" + std::to_string(::getpid())) {
+  TmuxChat(int64_t context, const std::string& args, bool endless = false)
+      : socket_("fbt_chat_" + std::to_string(::getpid())) {
     const fs::path run = tmp_.path / "run";
-    testing::make_run_dir(run, ByteTokenizer::kVocab, context);
+    testing::make_run_dir(run, ByteTokenizer::kVocab, context, endless ? zero_eos_embedding : nullptr);
     testing::write_file(tmp_.path / "tmux.conf", "set -g history-limit 100000\n");
     tmux("-f " + (tmp_.path / "tmux.conf").string() + " new-session -d -s chat -x 160 -y 50 /bin/sh -c "
          "'trap : INT; \"$0\" \"$@\"; echo \"[exit $?]\"; sleep 100000' " + FBT_CLI + " chat --checkpoint " +
@@ -224,12 +328,13 @@ TEST(ChatCli, TmuxTwoTurnsInEachModeAndReset) {
   EXPECT_EQ(chat.exit_status(), 0);
 }
 
-// Ctrl-C during a long reply (up to 12000 tokens) stops that reply: "[stopped]", fewer tokens, the
-// session goes on and answers the next message (its prompt holds the cut reply; that reply is cut
-// the same way); Ctrl-C at the prompt then ends fbt with status 0.
+// Ctrl-C during a long reply stops that reply: "[stopped]", fewer tokens, the session goes on and
+// answers the next message (its prompt holds the cut reply; that reply is cut the same way); Ctrl-C
+// at the prompt then ends fbt with status 0. The model never picks EOS, so every reply would run to
+// its 12000 tokens and Ctrl-C lands inside it.
 TEST(ChatCli, TmuxCtrlCStopsTheReplyNotTheSession) {
   REQUIRE_TMUX();
-  TmuxChat chat(/*context=*/16384, "--temperature 0 --max-new-tokens 12000");
+  TmuxChat chat(/*context=*/16384, "--temperature 0 --max-new-tokens 12000", /*endless=*/true);
   WAIT_PROMPTS(chat, "[standard] you> ", 1);
   chat.type("tell me a long story");
   // Wait for the reply to start: the screen grows past the echoed line.
@@ -239,16 +344,12 @@ TEST(ChatCli, TmuxCtrlCStopsTheReplyNotTheSession) {
   WAIT_PROMPTS(chat, "[standard] you> ", 2);
   const std::string screen = chat.screen();
   EXPECT_EQ(count(screen, " [stopped]"), 1u) << screen;
-  // [EOS] "User: tell me a long story\n\n" "Assistant: " = 1 + 28 + 11 = 40 tokens
-  static const std::regex stats(R"(\(standard: prompt 40 tokens, reply (\d+) tokens)");
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(screen, m, stats)) << screen;
-  const int64_t cut = std::stoll(m[1].str());
+  const int64_t cut = story_reply_tokens(screen);
+  ASSERT_GE(cut, 0) << screen;
   EXPECT_LT(cut, 12000);
   EXPECT_EQ(chat.exit_status(), -1);  // still running
 
-  // The second reply may run to 12000 tokens too (an untrained model rarely samples EOS): stop it
-  // the same way, so the test never waits on a reply whose length grows the attention each step.
+  // The second reply runs to 12000 tokens too: stop it the same way.
   chat.type("go on");
   const size_t before_second = chat.screen().size();
   ASSERT_TRUE(chat.wait_for([&](const std::string& s) { return s.size() > before_second + 200; }, 30))
