@@ -16,6 +16,7 @@
 #include "fbt/io/run_dir.h"
 #include "fbt/util/build_info.h"
 #include "fbt/util/error.h"
+#include "fbt/util/huge_pages.h"
 #include "fbt/util/memory_stats.h"
 
 namespace fbt::cli {
@@ -149,6 +150,7 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
   }
   auto model = fresh_model();
   if (a.dtype == "bf16") model->to(torch::kBFloat16);
+  if (device.is_cpu()) move_to_huge_pages(model->parameters());  // where load_model puts a checkpoint's weights
   record["inference_dtype"] = a.dtype;
   const bool cpu_decoder = a.decoder == "cpu" || (a.decoder == "auto" && CpuDecoder::supports(model));
   if (a.decoder == "cpu" && !CpuDecoder::supports(model))

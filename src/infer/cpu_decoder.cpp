@@ -12,6 +12,7 @@
 
 #include "fbt/infer/batch_gemv.h"
 #include "fbt/util/error.h"
+#include "fbt/util/huge_pages.h"
 
 #ifdef FBT_WITH_BLAS
 extern "C" {
@@ -172,10 +173,31 @@ CpuDecoder::CpuDecoder(FBT& model, CpuDecoderOptions options)
   // The head last (a tied one is the embedding, which a quantised head replaces for lookups too).
   head_ = weight({config_.tie_embeddings ? "embedding.weight" : "lm_head.weight"}, /*head=*/true);
   if (config_.tie_embeddings && !head_.quant) embedding_ = get("embedding.weight");
+  gather_quantised_weights();
   const int64_t Dh = config_.head_dim();
   for (int64_t i = 0; i < Dh / 2; ++i)  // as make_rope: θ^(-(2i)/Dh) in fp32
     inv_freq_.push_back(std::pow(float(config_.rope_theta), -float(2 * i) / float(Dh)));
   scale_ = config_.branch_scale();
+}
+
+void CpuDecoder::gather_quantised_weights() {
+  std::vector<QuantMatrix*> quantised;
+  for (auto* m : {&w_u_, &w_g_, &head_})
+    if (m->quant) quantised.push_back(&*m->quant);
+  for (auto& l : layers_)
+    for (auto* m : {&l.qkvg, &l.gate_up, &l.wo, &l.w_down})
+      if (m->quant) quantised.push_back(&*m->quant);
+  auto at = [](size_t offset) { return (offset + 63) / 64 * 64; };  // each matrix at a cache line
+  size_t total = 0;
+  for (const auto* q : quantised) total = at(total) + size_t(q->bytes());
+  if (total == 0) return;
+  const auto mapping = huge_page_bytes(total);
+  size_t offset = 0;
+  for (auto* q : quantised) {
+    offset = at(offset);
+    q->move_to(mapping.get() + offset, mapping);
+    offset += size_t(q->bytes());
+  }
 }
 
 void CpuDecoder::reserve_rows(int64_t B) {

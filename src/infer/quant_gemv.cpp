@@ -313,6 +313,12 @@ const char* quant_format_name(QuantFormat format) { return format == QuantFormat
 
 int64_t QuantMatrix::block_bytes() const { return block_bytes_of(format_); }
 
+void QuantMatrix::move_to(uint8_t* destination, std::shared_ptr<uint8_t> owner) {
+  std::memcpy(destination, data_, size_t(bytes_));
+  owner_ = std::move(owner);
+  data_ = destination;
+}
+
 QuantMatrix QuantMatrix::quantize(QuantFormat format, const float* W, int64_t N, int64_t K) {
   if (K <= 0 || K % kBlock != 0)
     throw Error(std::string(quant_format_name(format)) + " needs rows of a positive multiple of 32 values (got " +
@@ -322,9 +328,11 @@ QuantMatrix QuantMatrix::quantize(QuantFormat format, const float* W, int64_t N,
   m.rows_ = N;
   m.cols_ = K;
   const int64_t blocks = N * K / kBlock, bb = m.block_bytes();
-  m.data_.resize(blocks * bb);
+  m.bytes_ = blocks * bb;
+  m.owner_ = std::shared_ptr<uint8_t>(new uint8_t[m.bytes_], std::default_delete<uint8_t[]>());
+  m.data_ = m.owner_.get();
   for (int64_t i = 0; i < blocks; ++i) {
-    uint8_t* block = m.data_.data() + i * bb;
+    uint8_t* block = m.data_ + i * bb;
     const float d = format == QuantFormat::Q8_0
                         ? quantize_block_q8(W + i * kBlock, reinterpret_cast<int8_t*>(block + kScaleBytes))
                         : quantize_block_q4(W + i * kBlock, block + kScaleBytes);

@@ -8,6 +8,7 @@
 #include "fbt/io/safetensors.h"
 #include "fbt/util/build_info.h"
 #include "fbt/util/error.h"
+#include "fbt/util/huge_pages.h"
 #include "fbt/util/json_fields.h"
 
 namespace fbt {
@@ -101,6 +102,7 @@ FBT load_model(const std::string& path, CheckpointInfo* info_out) {
   // The model is made from the header's config before the data is read, and each tensor is read
   // straight into its parameter: the weights are held once, not once in the file's tensors and
   // once in the model. Tensors that match no parameter are read aside for assign_weights to name.
+  // The parameters live in one huge-page mapping (huge_pages.h: decode streams them every step).
   std::optional<FBT> made;
   std::optional<CheckpointInfo> info;
   torch::OrderedDict<std::string, torch::Tensor> params;
@@ -110,6 +112,7 @@ FBT load_model(const std::string& path, CheckpointInfo* info_out) {
       info = checkpoint_info_from_metadata(metadata, path);
       made.emplace(info->config);
       params = (*made)->named_parameters();
+      move_to_huge_pages(params.values(), /*copy=*/false);  // assign_weights checks each is read
     }
     const auto* p = params.find(name);
     return p && p->sizes() == torch::IntArrayRef(shape) && p->scalar_type() == dtype ? p->detach() : torch::Tensor();

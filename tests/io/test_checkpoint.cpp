@@ -7,6 +7,7 @@
 #include "fbt/io/checkpoint.h"
 #include "fbt/io/safetensors.h"
 #include "fbt/util/error.h"
+#include "fbt/util/huge_pages.h"
 #include "expect_error.h"
 #include "temp_dir.h"
 #include "test_model_helpers.h"
@@ -38,6 +39,8 @@ TEST_F(CheckpointTest, RoundTripIsBitwise) {
   auto a = model->named_parameters(), b = loaded->named_parameters();
   ASSERT_EQ(a.size(), b.size());
   for (const auto& p : a) EXPECT_TRUE(torch::equal(p.value(), b[p.key()])) << p.key();
+  // Read into the huge-page mapping load_model puts the weights in.
+  for (const auto& p : b) EXPECT_TRUE(in_huge_page_mapping(p.value())) << p.key();
   // Same logits from the reloaded model.
   torch::NoGradGuard ng;
   auto tokens = torch::randint(0, 259, {1, 8}, torch::kLong);

@@ -164,6 +164,9 @@ class CpuDecoder {
   };
   /// The matrix stacking `parts` in the decoder's weight format (`head`: the output layer's).
   Matrix matrix(std::vector<torch::Tensor> parts, bool head = false) const;
+  /// Moves every quantised matrix's blocks into one huge-page mapping (huge_pages.h: a decode step
+  /// streams them all; 2 MiB pages spare a TLB miss per 4 KiB).
+  void gather_quantised_weights();
   /// y[B, W.rows] = x[B, W.cols] · Wᵀ.
   void linear(const float* x, int64_t B, const Matrix& W, float* y) const;
 

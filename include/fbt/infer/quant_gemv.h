@@ -1,6 +1,7 @@
 // Quantised weights for CPU decoding: GGUF's Q8_0 and Q4_0 block formats and their matrix-vector product.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace fbt {
@@ -35,16 +36,20 @@ class QuantMatrix {
   int64_t cols() const { return cols_; }  ///< K
   /// Bytes of one block (34 for Q8_0, 18 for Q4_0) and of the whole matrix.
   int64_t block_bytes() const;
-  int64_t bytes() const { return int64_t(data_.size()); }
+  int64_t bytes() const { return bytes_; }
   /// The bytes of block `ib` of row `n` (ggml's layout).
-  const uint8_t* block(int64_t n, int64_t ib) const { return data_.data() + (n * (cols_ / kBlock) + ib) * block_bytes(); }
+  const uint8_t* block(int64_t n, int64_t ib) const { return data_ + (n * (cols_ / kBlock) + ib) * block_bytes(); }
   /// Row n dequantised into out [K].
   void dequantize_row(int64_t n, float* out) const;
+  /// Copies the blocks to `destination` (bytes() of them, kept alive by `owner`) and frees their
+  /// current memory: CpuDecoder gathers every matrix into one huge-page mapping (huge_pages.h).
+  void move_to(uint8_t* destination, std::shared_ptr<uint8_t> owner);
 
  private:
   QuantFormat format_ = QuantFormat::Q8_0;
-  int64_t rows_ = 0, cols_ = 0;
-  std::vector<uint8_t> data_;  ///< [N, K/32] blocks
+  int64_t rows_ = 0, cols_ = 0, bytes_ = 0;
+  std::shared_ptr<uint8_t> owner_;  ///< the memory holding the blocks
+  uint8_t* data_ = nullptr;         ///< [N, K/32] blocks
 };
 
 /// How quant_linear treats the input rows.
