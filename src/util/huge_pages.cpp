@@ -95,7 +95,7 @@ void move_to_huge_pages(const std::vector<torch::Tensor>& tensors, bool copy) {
     c10::DataPtr ptr(data, slice, &release_slice, c10::Device(c10::kCPU));
     c10::Storage storage(c10::Storage::use_byte_size_t(), t.nbytes(), std::move(ptr), nullptr, /*resizable=*/false);
     auto moved = torch::empty({0}, t.options()).set_(std::move(storage), 0, t.sizes(), t.strides());
-    const_cast<torch::Tensor&>(t).set_data(moved);  // the old storage goes here unless held elsewhere
+    t.set_data(moved);  // the old storage goes here unless held elsewhere
     offset += t.nbytes();
   }
 #if defined(__GLIBC__)
