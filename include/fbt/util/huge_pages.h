@@ -14,9 +14,11 @@ namespace fbt {
 /// `madvise`, only such memory gets them). Each tensor keeps its identity (Tensor::set_data: a
 /// module's parameter stays the same parameter, the optimiser's references stay valid) and its
 /// shape; with `copy` its values too, else its contents are zero (for a caller about to overwrite
-/// them, e.g. reading a checkpoint). Each old storage is freed as soon as its tensor has moved (unless
-/// something else still holds it; glibc's heap then hands the pages back, malloc_trim), so the
-/// resident peak stays the tensors' bytes plus the largest one.
+/// them, e.g. reading a checkpoint). Tensors that share memory (views of one storage) each get a
+/// copy of their own, so pass only tensors that do not (a module's parameters). Each old storage
+/// is freed as soon as its tensor has moved (unless something else still holds it; glibc's heap
+/// then hands the pages back, malloc_trim), so the resident peak stays the tensors' bytes plus the
+/// largest one.
 ///
 /// Why: a batch-1 decode step streams every weight once; on 4 KiB pages it takes a TLB miss per
 /// 4 KiB (and the hardware prefetchers stop at each page boundary). On the 2-core EPYC VM the
@@ -28,7 +30,8 @@ namespace fbt {
 /// storage is freed (e.g. CpuDecoder releasing an fp32 matrix it has quantised), the whole pages
 /// inside its bytes go back to the kernel at once (MADV_DONTNEED); the mapping itself goes with
 /// the last tensor. Where huge pages are off (`never`) or the system is not Linux, this is still
-/// one mapping on ordinary pages. Throws fbt::Error when the mapping cannot be made (out of memory).
+/// one mapping on ordinary pages. Throws fbt::Error for a tensor that is not contiguous or not on
+/// the CPU (before moving any) and when the mapping cannot be made (out of memory).
 void move_to_huge_pages(const std::vector<torch::Tensor>& tensors, bool copy = true);
 
 /// `bytes` of zeroed memory at the start of a new such mapping (rounded up to 4 KiB), unmapped
