@@ -186,7 +186,9 @@ void run_chat(ChatArgs a) {
     std::clearerr(stdout);
     std::cout << "\n[" << mode_label(state.mode, a.fused_passes) << "] you> " << std::flush;
     std::string line;
-    if (!std::getline(std::cin, line) || g_interrupted) break;  // Ctrl-D, Ctrl-C or the end of the input
+    // Ctrl-D, the end of the input, or Ctrl-C (the read fails with EINTR). A Ctrl-C that landed
+    // just before the read (after a reply) does not end the session with the line typed next.
+    if (!std::getline(std::cin, line)) break;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     if (line[0] == '/') {
       if (!run_command(line, a, state)) return;

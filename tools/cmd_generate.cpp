@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "fbt/infer/generate.h"
 #include "fbt/util/error.h"
+#include "fbt/util/huge_pages.h"
 #include "text_stream.h"
 
 namespace fbt::cli {
@@ -73,7 +74,11 @@ void run_generate(const GenerateArgs& a) {
   if (text.empty()) throw Error("the prompt is empty");
 
   auto checkpoint = load_checkpoint(a.checkpoint, a.device);
-  if (a.dtype == "bf16") checkpoint.model->to(torch::kBFloat16);  // weights, KV cache and states in bf16
+  if (a.dtype == "bf16") {
+    checkpoint.model->to(torch::kBFloat16);  // weights, KV cache and states in bf16
+    if (checkpoint.model->parameters().front().device().is_cpu())  // back on huge pages, as load_model's
+      move_to_huge_pages(checkpoint.model->parameters());
+  }
   const auto decoder = cpu_decoder_for(checkpoint.model, a.weights, /*sole_user=*/true);
   const auto tokenizer = load_run_tokenizer(checkpoint);
   // The prompt starts as a document does: after EOS for fbt's tokenizers (training streams are

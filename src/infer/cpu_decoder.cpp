@@ -6,11 +6,8 @@
 #include <cstring>
 #include <limits>
 
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
-
 #include "fbt/infer/batch_gemv.h"
+#include "fbt/util/cpu_allocator.h"
 #include "fbt/util/error.h"
 #include "fbt/util/huge_pages.h"
 
@@ -137,9 +134,7 @@ CpuDecoder::CpuDecoder(FBT& model, CpuDecoderOptions options)
     if (m.quant && options_.release_model_weights) {
       torch::NoGradGuard no_grad;
       for (const auto& name : names) params[name].set_data(torch::empty({0}, torch::kFloat));
-#if defined(__GLIBC__)
-      malloc_trim(0);  // hand the freed pages back now (cpu_allocator.h has glibc keep them otherwise)
-#endif
+      release_free_cpu_blocks();
     }
     return m;
   };
@@ -198,6 +193,7 @@ void CpuDecoder::gather_quantised_weights() {
     q->move_to(mapping.get() + offset, mapping);
     offset += size_t(q->bytes());
   }
+  release_free_cpu_blocks();  // the blocks' old copies
 }
 
 void CpuDecoder::reserve_rows(int64_t B) {

@@ -10,11 +10,8 @@
 #include <memory>
 #include <string>
 
+#include "fbt/util/cpu_allocator.h"
 #include "fbt/util/error.h"
-
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 
 namespace fbt {
 namespace {
@@ -97,10 +94,9 @@ void move_to_huge_pages(const std::vector<torch::Tensor>& tensors, bool copy) {
     auto moved = torch::empty({0}, t.options()).set_(std::move(storage), 0, t.sizes(), t.strides());
     t.set_data(moved);  // the old storage goes here unless held elsewhere
     offset += t.nbytes();
+    if (copy) release_free_cpu_blocks();  // before the next copy touches its new pages
   }
-#if defined(__GLIBC__)
-  malloc_trim(0);  // hand the old storages' pages back now (cpu_allocator.h has glibc keep them otherwise)
-#endif
+  release_free_cpu_blocks();
 }
 
 std::shared_ptr<uint8_t> huge_page_bytes(size_t bytes) {

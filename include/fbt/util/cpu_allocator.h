@@ -16,4 +16,9 @@ namespace fbt {
 /// GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=1073741824.
 bool keep_freed_cpu_blocks();
 
+/// Hands the free pages glibc's heap holds back to the kernel now (malloc_trim(0)): after freeing
+/// large blocks that will not be reused (weights moved or quantised), which keep_freed_cpu_blocks
+/// would otherwise keep resident. A no-op where the C library is not glibc.
+void release_free_cpu_blocks();
+
 }  // namespace fbt
