@@ -1,10 +1,10 @@
 // Peak memory: /proc/self/status VmHWM on the CPU, the CUDA caching allocator's statistics on GPUs.
 #include "fbt/util/memory_stats.h"
 
-#include <malloc.h>
-
 #include <fstream>
 #include <string>
+
+#include "fbt/util/cpu_allocator.h"
 
 #ifdef FBT_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -31,7 +31,7 @@ void reset_peak_memory(const c10::Device& device) {
 #endif
     return;
   }
-  malloc_trim(0);  // hand freed heap pages back first: the window counts what is in use, not glibc's cache
+  release_free_cpu_blocks();  // first: the window counts what is in use, not glibc's cache
   std::ofstream("/proc/self/clear_refs") << "5";  // "5": reset the peak RSS to the current RSS
 }
 
@@ -50,7 +50,7 @@ int64_t peak_memory_bytes(const c10::Device& device) {
 int64_t resident_bytes() { return status_bytes("VmRSS:"); }
 
 int64_t anonymous_resident_bytes() {
-  malloc_trim(0);  // freed heap pages that glibc still holds are not in use
+  release_free_cpu_blocks();  // freed heap pages that glibc still holds are not in use
   return status_bytes("RssAnon:");
 }
 
