@@ -96,10 +96,17 @@ void CpuDecoder::linear(const float* x, int64_t B, const Matrix& W, float* y) co
   batch_invariant_linear(x, B, W.cols, W.views, y, W.rows);
 }
 
+std::vector<const CpuDecoder::Matrix*> CpuDecoder::matrices(bool with_fusion) const {
+  std::vector<const Matrix*> all{&head_};
+  if (with_fusion) all.insert(all.end(), {&w_u_, &w_g_});
+  for (const auto& l : layers_) all.insert(all.end(), {&l.qkvg, &l.gate_up, &l.wo, &l.w_down});
+  return all;
+}
+
 int64_t CpuDecoder::matmul_weight_bytes(bool with_fusion) const {
-  auto bytes = [](const Matrix& m) { return m.quant ? m.quant->bytes() : m.rows * m.cols * int64_t(sizeof(float)); };
-  int64_t total = bytes(head_) + (with_fusion ? bytes(w_u_) + bytes(w_g_) : 0);
-  for (const auto& l : layers_) total += bytes(l.qkvg) + bytes(l.gate_up) + bytes(l.wo) + bytes(l.w_down);
+  int64_t total = 0;
+  for (const Matrix* m : matrices(with_fusion))
+    total += m->quant ? m->quant->bytes() : m->rows * m->cols * int64_t(sizeof(float));
   return total;
 }
 
@@ -177,11 +184,8 @@ CpuDecoder::CpuDecoder(FBT& model, CpuDecoderOptions options)
 
 void CpuDecoder::gather_quantised_weights() {
   std::vector<QuantMatrix*> quantised;
-  for (auto* m : {&w_u_, &w_g_, &head_})
-    if (m->quant) quantised.push_back(&*m->quant);
-  for (auto& l : layers_)
-    for (auto* m : {&l.qkvg, &l.gate_up, &l.wo, &l.w_down})
-      if (m->quant) quantised.push_back(&*m->quant);
+  for (const Matrix* m : matrices(/*with_fusion=*/true))
+    if (m->quant) quantised.push_back(const_cast<QuantMatrix*>(&*m->quant));  // this decoder's own
   auto at = [](size_t offset) { return (offset + 63) / 64 * 64; };  // each matrix at a cache line
   size_t total = 0;
   for (const auto* q : quantised) total = at(total) + size_t(q->bytes());

@@ -45,7 +45,6 @@ class Mapping {
   Mapping& operator=(const Mapping&) = delete;
 
   char* base() const { return base_; }
-  size_t bytes() const { return bytes_; }
 
  private:
   char* base_ = nullptr;

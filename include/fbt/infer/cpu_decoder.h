@@ -164,6 +164,8 @@ class CpuDecoder {
   };
   /// The matrix stacking `parts` in the decoder's weight format (`head`: the output layer's).
   Matrix matrix(std::vector<torch::Tensor> parts, bool head = false) const;
+  /// Every matrix a decode step multiplies by: the head, W_U and W_G (`with_fusion`), each layer's four.
+  std::vector<const Matrix*> matrices(bool with_fusion) const;
   /// Moves every quantised matrix's blocks into one huge-page mapping (huge_pages.h: a decode step
   /// streams them all; 2 MiB pages spare a TLB miss per 4 KiB).
   void gather_quantised_weights();
