@@ -17,6 +17,7 @@
 
 #include "fbt/infer/generate.h"
 #include "fbt/io/run_dir.h"
+#include "fbt/util/cpu_threads.h"
 #include "fbt/util/error.h"
 
 namespace fbt::cli {
@@ -209,6 +210,14 @@ void check_output_dir(const std::string& flag, const std::string& path) {
     p = p.parent_path();
   }
   check_writable_dir(flag, path, p);
+}
+
+CLI::Option* add_threads_option(CLI::App* cmd) {
+  return cmd
+      ->add_option_function<int64_t>(
+          "--threads", [](int64_t threads) { set_cpu_threads(threads); },
+          "CPU threads (default: OMP_NUM_THREADS where set, else the physical cores this process may use)")
+      ->check(integer_range(1, 1024));
 }
 
 CLI::Option* add_weights_option(CLI::App* cmd, std::string& value) {

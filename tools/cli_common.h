@@ -53,6 +53,11 @@ CLI::Option* add_weights_option(CLI::App* cmd, std::string& value);
 /// matrices replace its fp32 ones (CpuDecoderOptions::release_model_weights).
 std::shared_ptr<CpuDecoder> cpu_decoder_for(FBT& model, const std::string& weights, bool sole_user);
 
+/// Adds `--threads N` (CPU threads of libtorch and the decode kernels; set_cpu_threads in
+/// fbt/util/cpu_threads.h), applied when parsed, before the command runs. Without it main's default
+/// holds: OMP_NUM_THREADS where set, else the physical cores this process may use.
+CLI::Option* add_threads_option(CLI::App* cmd);
+
 /// Adds `--chat-template` (auto, chatml, llama3, fbt; default auto) bound to `value`, `when` saying
 /// when it applies ("" for always) in --help; load_chat_template reads it.
 CLI::Option* add_chat_template_option(CLI::App* cmd, std::string& value, const std::string& when);

@@ -27,7 +27,7 @@ struct BenchArgs {
               weights = "fp32", activations = "int8";
   std::vector<std::string> tests{"train", "prefill", "decode"};
   std::vector<int64_t> passes{1, 2, 3}, batch_sizes{1, 8}, contexts{64, 128};
-  int64_t train_batch = 8, train_seq = 0, new_tokens = 64, reps = 5, warmup = 1, threads = 0,
+  int64_t train_batch = 8, train_seq = 0, new_tokens = 64, reps = 5, warmup = 1,
           peak_size = 0;
   uint64_t seed = 1234;
 };
@@ -328,7 +328,6 @@ void run(const BenchArgs& a) {
   check_shapes(a);
   check_output_file("--out", a.out);
   check_output_dir("--results-dir", a.results_dir);
-  if (a.threads > 0) torch::set_num_threads(a.threads);
   const torch::Device device = parse_device(a.device);
   const auto record = run_bench(a, device);
   const std::string text = a.format == "json" ? record.dump(2) + "\n" : markdown(record);
@@ -359,9 +358,7 @@ void add_bench_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
-  cmd->add_option("--threads", a->threads, "CPU threads (0: libtorch's default)")
-      ->capture_default_str()
-      ->check(integer_range(0, 1024));
+  add_threads_option(cmd);
   cmd->add_option("--reps", a->reps, "Timed repetitions per measurement")->capture_default_str()->check(integer_range(1));
   cmd->add_option("--warmup", a->warmup, "Untimed repetitions before them")->capture_default_str()->check(integer_range(0));
   cmd->add_option("--passes", a->passes, "K of the training steps")

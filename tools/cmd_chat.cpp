@@ -230,6 +230,7 @@ void add_chat_command(CLI::App& app) {
   cmd->add_option("--system", a->system, "System message at the start of the conversation");
   add_chat_template_option(cmd, a->chat_template, "");
   add_weights_option(cmd, a->weights);
+  add_threads_option(cmd);
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
   cmd->callback([a, max_new] {
     a->max_new_tokens_given = max_new->count() > 0;

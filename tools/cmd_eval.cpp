@@ -293,6 +293,7 @@ void add_eval_command(CLI::App& app) {
       ->check(seed_value());
   cmd->add_option("--batch", a->batch, "Sequences per forward / generate call")->capture_default_str()->check(integer_range(1));
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
+  add_threads_option(cmd);
   add_weights_option(cmd, a->weights)->description(
       "Weights of the generation tasks' CPU decode step and their prefill: fp32, int8 (Q8_0) or int4 (Q4_0), "
       "quantised at load; multiple-choice scoring stays fp32");

@@ -132,6 +132,7 @@ void add_eval_loss_command(CLI::App& app) {
                   "Window length in tokens (at most the model context; 0: the model context), e.g. a context-extended "
                   "model scored at its old length")->capture_default_str()->check(integer_range(0));
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
+  add_threads_option(cmd);
   cmd->add_option("--out,--json", a->json, "Also write the results to this JSON file");
   cmd->callback([a] { run_eval_loss(*a); });
 }

@@ -82,6 +82,7 @@ void add_eval_probe_command(CLI::App& app) {
   cmd->add_option("--max-iter", a->options.max_iter, "L-BFGS iterations per probe")->capture_default_str()->check(integer_range(1));
   cmd->add_option("--seed", a->options.seed, "Seed of the fold assignment")->capture_default_str()->check(seed_value());
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
+  add_threads_option(cmd);
   cmd->add_option("--out", a->out, "Also write the results to this JSON file");
   cmd->callback([a] { run_eval_probe(*a); });
 }

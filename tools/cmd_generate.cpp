@@ -132,6 +132,7 @@ void add_generate_command(CLI::App& app) {
       ->check(number_range(0, 1, /*lo_open=*/true));
   cmd->add_option("--seed", a->sampling.seed, "Sampling seed")->capture_default_str()->check(seed_value());
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
+  add_threads_option(cmd);
   add_weights_option(cmd, a->weights);
   cmd->add_option("--dtype", a->dtype, "Weights and KV cache: fp32, or bf16 (half the memory traffic; generic decode step)")
       ->check(CLI::IsMember({"fp32", "bf16"}))

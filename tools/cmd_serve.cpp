@@ -25,7 +25,7 @@ struct ServeArgs {
   std::string checkpoint, host = "127.0.0.1", api_key, mode = "standard", device = "auto", chat_template = "auto",
                           model_name, weights = "fp32";
   int port = 8080;
-  int64_t max_batch = 16, max_queue = 64, prefill_chunk = 256, fused_passes = 1, threads = 0;
+  int64_t max_batch = 16, max_queue = 64, prefill_chunk = 256, fused_passes = 1;
 };
 
 /// The checkpoint's chat template, or none (with a note) when `name` is auto and the tokenizer has
@@ -57,7 +57,6 @@ void run_serve(const ServeArgs& a) {
   const sigset_t signals = serve_signals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client gone mid-response is a failed write, not the end of the server
-  if (a.threads > 0) torch::set_num_threads(static_cast<int>(a.threads));
   auto checkpoint = load_checkpoint(a.checkpoint, a.device);
   const auto tokenizer = load_run_tokenizer(checkpoint);
   const auto chat = chat_template_or_none(checkpoint, *tokenizer, a.chat_template);
@@ -127,9 +126,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--fused-passes", a->fused_passes, "Default k of fused(k) (requests: fbt_fused_passes)")
       ->capture_default_str()
       ->check(integer_range(1, 64));
-  cmd->add_option("--threads", a->threads, "Torch intra-op threads (0: libtorch's default)")
-      ->capture_default_str()
-      ->check(integer_range(0, 1024));
+  add_threads_option(cmd);
   add_chat_template_option(cmd, a->chat_template, "For /v1/chat/completions: ");
   add_weights_option(cmd, a->weights);
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();

@@ -30,6 +30,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--verify", opt->verify_data,
                 "Check the data shards' full sha256 against meta.json (always: token counts and a sampled hash)");
   cmd->add_option("--device", opt->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
+  add_threads_option(cmd);
   // Data parallelism: launched with WORLD_SIZE > 1 (scripts/launch.sh, torchrun); see README.
   cmd->add_option("--dist-backend", opt->dist.backend, "c10d backend: auto (nccl for cuda, gloo for cpu), gloo, nccl")
       ->capture_default_str();

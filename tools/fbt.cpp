@@ -4,10 +4,12 @@
 
 #include "commands.h"
 #include "fbt/util/cpu_allocator.h"
+#include "fbt/util/cpu_threads.h"
 #include "fbt/util/error.h"
 
 int main(int argc, char** argv) {
   fbt::keep_freed_cpu_blocks();  // activations are reused, not re-faulted, every step (cpu_allocator.h)
+  fbt::set_cpu_threads(0);       // the physical cores, not libtorch's default (cpu_threads.h); --threads overrides
   CLI::App app{"fbt — the Full-Bandwidth Transformer (latent-feedback decoding)"};
   app.require_subcommand(1);
   fbt::cli::add_prepare_command(app);

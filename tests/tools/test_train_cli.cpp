@@ -15,6 +15,7 @@
 
 #include "cli_test_helpers.h"
 #include "fbt/data/prepare.h"
+#include "fbt/util/cpu_threads.h"
 #include "spawn_logged.h"
 #include "temp_dir.h"
 #include "shared_data.h"
@@ -113,6 +114,34 @@ TEST(TrainCli, DamagedRunJsonOnResumeIsAnErrorNamingTheFile) {
     const auto r = testing::run_cli(tmp.path, "train --data " + (tmp.path / "data").string() + " --out " + run.string() + " --resume");
     EXPECT_EQ(r.rc, 1) << damaged << ": " << r.err;
     EXPECT_NE(r.err.find("error: --resume: " + (run / "run.json").string() + ": "), std::string::npos) << damaged << ": " << r.err;
+  }
+}
+
+// Libtorch's own default is 1 thread on some machines (Debian's 1.13 on the 2-core CI VM): fbt
+// uses the physical cores it may run on unless OMP_NUM_THREADS or --threads says otherwise.
+TEST(TrainCli, RunsOnThePhysicalCoresUnlessOmpNumThreadsOrThreadsSaysOtherwise) {
+  FBT_SKIP_WITHOUT_SHARED_DATA("tinyshakespeare/input.txt");
+  testing::TempDir tmp;
+  PrepareOptions p;
+  p.inputs = {std::string(FBT_SHARED_DATA) + "/tinyshakespeare/input.txt"};
+  p.out_dir = (tmp.path / "data").string();
+  p.tokenizer = "byte";
+  std::ostringstream plog;
+  prepare_dataset(p, plog);
+  struct Case {
+    std::string prefix, flags;
+    int threads;
+  };
+  for (const auto& c : {Case{"env -u OMP_NUM_THREADS", "", default_cpu_threads()},
+                        Case{"env -u OMP_NUM_THREADS", "--threads 3", 3},
+                        Case{"env OMP_NUM_THREADS=1", "", 1}}) {
+    const auto run = tmp.path / "run";
+    const auto r = testing::run_cli(tmp.path, "train --config debug --data " + p.out_dir + " --out " + run.string() +
+                                                  " --steps 1 --force --set train.eval_every=0 " + c.flags,
+                                    c.prefix);
+    ASSERT_EQ(r.rc, 0) << c.prefix << " " << c.flags << "\n" << r.err;
+    std::ifstream record(run / "run.json");
+    EXPECT_EQ(nlohmann::json::parse(record).at("threads").get<int>(), c.threads) << c.prefix << " " << c.flags;
   }
 }
 
