@@ -35,17 +35,23 @@ int count_lines(const fs::path& p) {
   return n;
 }
 
+/// TinyShakespeare prepared with the byte tokenizer into `dir`; returns the directory.
+std::string prepare_shakespeare_bytes(const fs::path& dir) {
+  PrepareOptions p;
+  p.inputs = {std::string(FBT_SHARED_DATA) + "/tinyshakespeare/input.txt"};
+  p.out_dir = dir.string();
+  p.tokenizer = "byte";
+  std::ostringstream log;
+  prepare_dataset(p, log);
+  return p.out_dir;
+}
+
 TEST(TrainCli, SigintWritesACheckpointAndResumeContinues) {
   FBT_SKIP_WITHOUT_SHARED_DATA("tinyshakespeare/input.txt");
   testing::TempDir tmp;
-  PrepareOptions p;
-  p.inputs = {std::string(FBT_SHARED_DATA) + "/tinyshakespeare/input.txt"};
-  p.out_dir = (tmp.path / "data").string();
-  p.tokenizer = "byte";
-  std::ostringstream plog;
-  prepare_dataset(p, plog);
+  const std::string data = prepare_shakespeare_bytes(tmp.path / "data");
   const auto run = tmp.path / "run";
-  const std::vector<std::string> args{FBT_CLI, "train", "--config", "debug", "--data", p.out_dir,
+  const std::vector<std::string> args{FBT_CLI, "train", "--config", "debug", "--data", data,
                                       "--out", run.string(), "--steps", "100000",
                                       "--set", "train.eval_every=0", "--set", "train.checkpoint_every=0"};
   const pid_t pid = spawn_logged(args, tmp.path / "log1.txt");
@@ -69,7 +75,7 @@ TEST(TrainCli, SigintWritesACheckpointAndResumeContinues) {
   EXPECT_EQ(count_lines(run / "metrics.jsonl"), stopped_at);  // one line per finished step
 
   // Resume for 2 more steps by raising nothing but the budget: --steps sets the new total.
-  const std::vector<std::string> resume{FBT_CLI, "train", "--data", p.out_dir, "--out", run.string(),
+  const std::vector<std::string> resume{FBT_CLI, "train", "--data", data, "--out", run.string(),
                                         "--resume", "--steps", std::to_string(stopped_at + 2)};
   const pid_t pid2 = spawn_logged(resume, tmp.path / "log2.txt");
   ASSERT_EQ(waitpid(pid2, &status, 0), pid2);
@@ -122,12 +128,7 @@ TEST(TrainCli, DamagedRunJsonOnResumeIsAnErrorNamingTheFile) {
 TEST(TrainCli, RunsOnThePhysicalCoresUnlessOmpNumThreadsOrThreadsSaysOtherwise) {
   FBT_SKIP_WITHOUT_SHARED_DATA("tinyshakespeare/input.txt");
   testing::TempDir tmp;
-  PrepareOptions p;
-  p.inputs = {std::string(FBT_SHARED_DATA) + "/tinyshakespeare/input.txt"};
-  p.out_dir = (tmp.path / "data").string();
-  p.tokenizer = "byte";
-  std::ostringstream plog;
-  prepare_dataset(p, plog);
+  const std::string data = prepare_shakespeare_bytes(tmp.path / "data");
   struct Case {
     std::string prefix, flags;
     int threads;
@@ -136,7 +137,7 @@ TEST(TrainCli, RunsOnThePhysicalCoresUnlessOmpNumThreadsOrThreadsSaysOtherwise) 
                         Case{"env -u OMP_NUM_THREADS", "--threads 3", 3},
                         Case{"env OMP_NUM_THREADS=1", "", 1}}) {
     const auto run = tmp.path / "run";
-    const auto r = testing::run_cli(tmp.path, "train --config debug --data " + p.out_dir + " --out " + run.string() +
+    const auto r = testing::run_cli(tmp.path, "train --config debug --data " + data + " --out " + run.string() +
                                                   " --steps 1 --force --set train.eval_every=0 " + c.flags,
                                     c.prefix);
     ASSERT_EQ(r.rc, 0) << c.prefix << " " << c.flags << "\n" << r.err;
