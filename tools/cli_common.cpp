@@ -216,8 +216,8 @@ CLI::Option* add_threads_option(CLI::App* cmd) {
   return cmd
       ->add_option_function<int64_t>(
           "--threads", [](int64_t threads) { set_cpu_threads(threads); },
-          "CPU threads (default: OMP_NUM_THREADS where set, else the physical cores this process may use)")
-      ->check(integer_range(1, 1024));
+          "CPU threads (0, the default: OMP_NUM_THREADS where set, else the physical cores this process may use)")
+      ->check(integer_range(0, 1024));
 }
 
 CLI::Option* add_weights_option(CLI::App* cmd, std::string& value) {

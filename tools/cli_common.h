@@ -54,8 +54,8 @@ CLI::Option* add_weights_option(CLI::App* cmd, std::string& value);
 std::shared_ptr<CpuDecoder> cpu_decoder_for(FBT& model, const std::string& weights, bool sole_user);
 
 /// Adds `--threads N` (CPU threads of libtorch and the decode kernels; set_cpu_threads in
-/// fbt/util/cpu_threads.h), applied when parsed, before the command runs. Without it main's default
-/// holds: OMP_NUM_THREADS where set, else the physical cores this process may use.
+/// fbt/util/cpu_threads.h), applied when parsed, before the command runs. Without it (or with 0)
+/// main's default holds: OMP_NUM_THREADS where set, else the physical cores this process may use.
 CLI::Option* add_threads_option(CLI::App* cmd);
 
 /// Adds `--chat-template` (auto, chatml, llama3, fbt; default auto) bound to `value`, `when` saying

@@ -135,6 +135,7 @@ TEST(TrainCli, RunsOnThePhysicalCoresUnlessOmpNumThreadsOrThreadsSaysOtherwise) 
   };
   for (const auto& c : {Case{"env -u OMP_NUM_THREADS", "", default_cpu_threads()},
                         Case{"env -u OMP_NUM_THREADS", "--threads 3", 3},
+                        Case{"env OMP_NUM_THREADS=3", "--threads 0", 3},  // 0: the default
                         Case{"env OMP_NUM_THREADS=1", "", 1}}) {
     const auto run = tmp.path / "run";
     const auto r = testing::run_cli(tmp.path, "train --config debug --data " + data + " --out " + run.string() +
