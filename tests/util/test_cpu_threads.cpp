@@ -2,7 +2,14 @@
 // mask and the thread count set for --threads / OMP_NUM_THREADS / the default.
 #include <gtest/gtest.h>
 
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
+
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
 
 #include <ATen/Parallel.h>
 
@@ -14,26 +21,32 @@ namespace fbt {
 namespace {
 namespace fs = std::filesystem;
 
-/// A sysfs cpu directory whose CPU i sits on (package[i], core[i]).
-fs::path fake_sysfs(const fs::path& root, const std::vector<std::pair<int, int>>& topology) {
-  for (size_t cpu = 0; cpu < topology.size(); ++cpu) {
-    const auto dir = root / ("cpu" + std::to_string(cpu)) / "topology";
-    testing::write_file(dir / "physical_package_id", std::to_string(topology[cpu].first) + "\n");
-    testing::write_file(dir / "core_id", std::to_string(topology[cpu].second) + "\n");
-  }
+/// A sysfs cpu directory in which CPU i's topology/`file` holds siblings[i] (the list of the hardware
+/// threads of its core, as the kernel writes it: "0-1", "2,6").
+fs::path fake_sysfs(const fs::path& root, const std::vector<std::string>& siblings,
+                    const std::string& file = "core_cpus_list") {
+  for (size_t cpu = 0; cpu < siblings.size(); ++cpu)
+    testing::write_file(root / ("cpu" + std::to_string(cpu)) / "topology" / file, siblings[cpu] + "\n");
   return root;
 }
 
 TEST(CpuThreads, SmtSiblingsCountAsOneCore) {
   testing::TempDir tmp;
-  // 0,1: two hyperthreads of core 0; 2,3: of core 1; 4: core 0 of the second package.
-  const auto sysfs = fake_sysfs(tmp.path, {{0, 0}, {0, 0}, {0, 1}, {0, 1}, {1, 0}}).string();
+  // 0,1: two hyperthreads of one core; 2,3: of another; 4: a core of its own.
+  const auto sysfs = fake_sysfs(tmp.path / "a", {"0-1", "0-1", "2-3", "2-3", "4"}).string();
   EXPECT_EQ(count_physical_cores({0, 1, 2, 3, 4}, sysfs), 3);
   EXPECT_EQ(count_physical_cores({0, 1}, sysfs), 1);
   EXPECT_EQ(count_physical_cores({1, 3}, sysfs), 2);
-  EXPECT_EQ(count_physical_cores({0, 4}, sysfs), 2);  // same core_id, another package
   EXPECT_EQ(count_physical_cores({}, sysfs), 0);
   EXPECT_EQ(count_physical_cores({7, 8}, sysfs), 2);  // no topology files: one core each
+  // Kernels before 5.7 have thread_siblings_list only.
+  const auto old = fake_sysfs(tmp.path / "b", {"0,2", "1,3", "0,2", "1,3"}, "thread_siblings_list").string();
+  EXPECT_EQ(count_physical_cores({0, 1, 2, 3}, old), 2);
+  // An arm64 board's clusters (core_id restarts at 0 in each; no SMT): every CPU its own core.
+  testing::write_file(tmp.path / "c" / "cpu0" / "topology" / "core_id", "0\n");
+  testing::write_file(tmp.path / "c" / "cpu1" / "topology" / "core_id", "0\n");
+  const auto arm = fake_sysfs(tmp.path / "c", {"0", "1"}).string();
+  EXPECT_EQ(count_physical_cores({0, 1}, arm), 2);
 }
 
 TEST(CpuThreads, CgroupCpuMaxIsRoundedUpAndMaxIsNoLimit) {
@@ -49,6 +62,8 @@ TEST(CpuThreads, CgroupCpuMaxIsRoundedUpAndMaxIsNoLimit) {
   EXPECT_EQ(limit("garbage\n"), 0);
   EXPECT_EQ(limit("100000x 100000\n"), 0);
   EXPECT_EQ(limit("100000 0\n"), 0);
+  EXPECT_EQ(limit("inf 100000\n"), 0);
+  EXPECT_EQ(limit("1e30 1\n"), 65536);  // clamped, not an int overflow
   EXPECT_EQ(cgroup_cpu_limit((tmp.path / "missing").string()), 0);
 }
 
@@ -70,17 +85,72 @@ TEST(CpuThreads, DefaultFollowsTheAffinityMask) {
   EXPECT_EQ(threads, 1);
 }
 
-TEST(CpuThreads, SetCpuThreadsTakesTheFlagThenOmpNumThreadsThenTheDefault) {
+/// The environment variable `name` set to `value` (unset for nullptr) for a scope.
+struct ScopedEnv {
+  std::string name;
+  std::optional<std::string> saved;
+  ScopedEnv(std::string n, const char* value) : name(std::move(n)) {
+    if (const char* v = std::getenv(name.c_str())) saved = v;
+    if (value) setenv(name.c_str(), value, 1);
+    else unsetenv(name.c_str());
+  }
+  ~ScopedEnv() {
+    if (saved) setenv(name.c_str(), saved->c_str(), 1);
+    else unsetenv(name.c_str());
+  }
+};
+
+TEST(CpuThreads, SetCpuThreadsTakesTheFlagThenTheEnvironmentThenTheDefault) {
   const int before = at::get_num_threads();
-  const char* omp = std::getenv("OMP_NUM_THREADS");
-  const std::string saved = omp ? omp : "";
-  EXPECT_EQ(set_cpu_threads(3), 3);
-  unsetenv("OMP_NUM_THREADS");
-  EXPECT_EQ(set_cpu_threads(0), default_cpu_threads());
-  setenv("OMP_NUM_THREADS", "3", 1);
-  at::set_num_threads(3);  // as libtorch would have read it at start-up
-  EXPECT_EQ(set_cpu_threads(0), 3);  // left as it is
-  if (omp) setenv("OMP_NUM_THREADS", saved.c_str(), 1); else unsetenv("OMP_NUM_THREADS");
+  const int other = default_cpu_threads() + 1;  // a count no default gives
+  ScopedEnv mkl("MKL_NUM_THREADS", nullptr);
+  {
+    ScopedEnv omp("OMP_NUM_THREADS", nullptr);
+    EXPECT_EQ(set_cpu_threads(other), other);
+    EXPECT_EQ(set_cpu_threads(0), default_cpu_threads());
+  }
+  for (const char* junk : {"0", "abc", ""}) {  // not a thread count: the default, not libtorch's own
+    ScopedEnv omp("OMP_NUM_THREADS", junk);
+    at::set_num_threads(other);
+    EXPECT_EQ(set_cpu_threads(0), default_cpu_threads()) << "OMP_NUM_THREADS='" << junk << "'";
+  }
+  for (const char* name : {"OMP_NUM_THREADS", "MKL_NUM_THREADS"}) {
+    ScopedEnv env(name, std::to_string(other).c_str());
+    at::set_num_threads(other);  // as libtorch would have read it at start-up
+    EXPECT_EQ(set_cpu_threads(0), other) << name;  // left as it is
+  }
+  at::set_num_threads(before);
+}
+
+/// The threads of this process (/proc/self/task) and the signals each blocks (SigBlk, hex).
+std::map<std::string, uint64_t> blocked_signals_by_thread() {
+  std::map<std::string, uint64_t> out;
+  for (const auto& task : fs::directory_iterator("/proc/self/task")) {
+    std::ifstream status(task.path() / "status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("SigBlk:", 0) == 0) out[task.path().filename().string()] = std::stoull(line.substr(7), nullptr, 16);
+  }
+  return out;
+}
+
+// fbt serve blocks SIGINT/SIGTERM in every thread and takes them with sigwait: a thread that
+// libtorch starts in set_cpu_threads must not take them (it would end the process instead).
+TEST(CpuThreads, ThreadsStartedBySetCpuThreadsBlockEverySignal) {
+  const int before = at::get_num_threads();
+  const auto old_threads = blocked_signals_by_thread();
+  set_cpu_threads(before + 2);  // a new count: libtorch (re)starts its pool
+  set_cpu_threads(before + 3);
+  const uint64_t term = uint64_t(1) << (SIGTERM - 1), interrupt = uint64_t(1) << (SIGINT - 1);
+  int started = 0;
+  for (const auto& [tid, blocked] : blocked_signals_by_thread()) {
+    if (old_threads.count(tid)) continue;
+    ++started;
+    EXPECT_EQ(blocked & (term | interrupt), term | interrupt) << "thread " << tid;
+  }
+  std::cout << started << " thread(s) started by set_cpu_threads\n";
+  sigset_t mask;
+  pthread_sigmask(SIG_SETMASK, nullptr, &mask);
+  EXPECT_FALSE(sigismember(&mask, SIGTERM));  // the caller's own mask is restored
   at::set_num_threads(before);
 }
 
