@@ -10,7 +10,8 @@ analyze.py reads from them is small and goes to OUT, in the same layout:
                    three, run.json, recipe.txt and the last training record of metrics.jsonl.
   reasoning/       tasks/arithmetic/test.jsonl reduced to each problem's id and operations;
                    per evaluated SFT run: eval.json and eval.samples.jsonl reduced to mode, id,
-                   correct, tokens and status; the wall seconds of every training run (NAME.wall_s).
+                   correct, tokens and status; the wall seconds of every training run (NAME.wall_s);
+                   per run where present (issue 38): eval_pt.json, eval_sft.json, gate.json, eval.wall_s.
 Then `analyze.py --runs OUT` regenerates the tables on any machine, and copying OUT/A into
 runs/repro/A lets setting_a.sh skip the archived runs (its skip test reads the same three files).
 Existing archived runs are kept; a run present in both is replaced by the newer copy.
@@ -72,6 +73,10 @@ def archive_reasoning(src, dst):
                     [{"id": p["id"], "operations": p["operations"]} for p in map(json.loads, f) if p])
     for w in glob.glob(os.path.join(src, "*.wall_s")):
         copy(w, os.path.join(dst, os.path.basename(w)))
+    # issue 38: the loss evaluations, the go/no-go gate and the chat evaluation's wall seconds
+    for name in ("eval_pt.json", "eval_sft.json", "gate.json", "eval.wall_s"):
+        for f in glob.glob(os.path.join(src, "*-s*", name)):
+            copy(f, os.path.join(dst, os.path.basename(os.path.dirname(f)), name))
     n = 0
     for ev in sorted(glob.glob(os.path.join(src, "sft-*", "eval.json"))):
         run = os.path.dirname(ev)
