@@ -74,7 +74,9 @@ class Config:
         for k, v in {**DEFAULT_CONFIG, **overrides}.items():
             setattr(self, k, v)
         assert self.d_model % self.n_heads == 0 and self.n_heads % self.n_kv_heads == 0
-        assert self.fusion in ("glu", "glu_plus_token")
+        assert self.fusion in ("glu", "glu_plus_token", "residual")
+        # residual adds to the plain input of pass 1, which Listing 3 changes in later passes (issue 38)
+        assert self.fusion != "residual" or self.input_norm == "every_pass"
         assert self.feedback_state in ("post_norm", "pre_norm")
         assert self.input_norm in ("every_pass", "listing3")
         assert self.fusion_init in ("identity", "uniform")
@@ -212,7 +214,8 @@ class Block(nn.Module):
 
 
 class LatentFusion(nn.Module):
-    """Paper Eq. 4 before the input norm: g = (W_U h_prev) ⊙ sigmoid(W_G e_n)."""
+    """Paper Eq. 4 before the input norm: g = (W_U h_prev) ⊙ sigmoid(W_G e_n). W_U = 0 at init
+    for fusion residual (issue 38)."""
 
     def __init__(self, c):
         super().__init__()
@@ -246,15 +249,19 @@ class FBT(nn.Module):
                 a = (3.0 / c.d_model) ** 0.5
                 self.fusion.w_u.weight.uniform_(-a, a)
                 self.fusion.w_g.weight.uniform_(-a, a)
+            if c.fusion == "residual":  # W_U = 0: every mode is the standard one at init (issue 38)
+                self.fusion.w_u.weight.zero_()
 
     # -- pieces composed by the K-pass forward and the decoders
     def plain_input(self, tokens):  # pass 1: RMSNorm_in(Embed(x)), or Embed(x) for Listing 3 [B,T,D]
         e = self.embedding(tokens)
         return e if self.config.input_norm == "listing3" else self.input_norm(e)
 
-    def fused_input(self, h_prev, e_plain):  # RMSNorm_in(g) or RMSNorm_in(g + e_n)
+    def fused_input(self, h_prev, e_plain):  # RMSNorm_in(g), RMSNorm_in(g + e_n) or e_plain + g
         e_n = self.input_norm(e_plain) if self.config.input_norm == "listing3" else e_plain
         g = self.fusion(h_prev, e_n)
+        if self.config.fusion == "residual":  # x_plain + g, no norm around the sum (issue 38)
+            return e_plain + g
         return self.input_norm(g if self.config.fusion == "glu" else g + e_n)
 
     def feedback_rows(self, h_prev, e_plain, plain):
@@ -364,9 +371,10 @@ def forward_passes(model, tokens, targets, passes, jitter=0.0, mixin_prob=0.0, z
 # ----------------------------------------------------------------------------- optimiser
 
 def newton_schulz5(G, steps=5):
-    """Quintic Newton–Schulz towards the orthogonal polar factor (fp32 on the CPU)."""
+    """Quintic Newton–Schulz towards the orthogonal polar factor (fp32 on the CPU, bf16 on CUDA,
+    as src/train/normuon.cpp)."""
     a, b, c = 3.4445, -4.7750, 2.0315
-    X = G.float()
+    X = G.to(torch.bfloat16 if G.is_cuda else torch.float32)
     transpose = G.shape[0] > G.shape[1]
     if transpose:
         X = X.t()
@@ -396,7 +404,7 @@ class NorMuon:
             if G is None:
                 continue
             if W not in self.state:
-                self.state[W] = (torch.zeros_like(W), torch.zeros(W.shape[0], 1))
+                self.state[W] = (torch.zeros_like(W), torch.zeros(W.shape[0], 1, device=W.device))
             M, v = self.state[W]
             M.lerp_(G, 1 - self.momentum)             # M ← β1 M + (1−β1) G
             U = torch.lerp(G, M, self.momentum)        # Nesterov

@@ -451,7 +451,8 @@ void CpuDecoder::forward(const int64_t* tok, const std::vector<char>& plain, con
   reserve_rows(B);
 
   // The input (FBT::plain_input, FBT::fused_input): plain RMSNorm_in(e) (block llama: the raw e)
-  // or the latent-feedback fusion (paper Eq. 4) of RMSNorm_in(e) with h_prev.
+  // or the latent-feedback fusion (paper Eq. 4) of RMSNorm_in(e) with h_prev; fusion residual
+  // (issue 38) adds g to the plain input, without a norm.
   bool any_fused = false;
   for (int64_t b = 0; b < B; ++b) {
     const float* e = branch_.data() + b * D;
@@ -473,7 +474,9 @@ void CpuDecoder::forward(const int64_t* tok, const std::vector<char>& plain, con
         g[i] *= sigmoid(fused_b_[b * D + i]);
         if (config_.fusion == Fusion::GluPlusToken) g[i] += e_n_[b * D + i];
       }
-      rms_norm(g, ptr(input_norm_), D, config_.norm_eps, x_.data() + b * D);
+      float* x = x_.data() + b * D;  // holds the plain input
+      if (config_.fusion == Fusion::Residual) for (int64_t i = 0; i < D; ++i) x[i] += g[i];
+      else rms_norm(g, ptr(input_norm_), D, config_.norm_eps, x);
     }
   }
 

@@ -9,7 +9,8 @@ namespace fbt {
 template <>
 const EnumNames<Fusion>& enum_names<Fusion>() {
   static const EnumNames<Fusion> names{{Fusion::Glu, "glu"},
-                                       {Fusion::GluPlusToken, "glu_plus_token"}};
+                                       {Fusion::GluPlusToken, "glu_plus_token"},
+                                       {Fusion::Residual, "residual"}};
   return names;
 }
 
@@ -108,6 +109,11 @@ void ModelConfig::validate() const {
         "doc_separator_id must be -1 or a token id below vocab_size");
   check(block == BlockKind::Fbt || residual_scale == 0,
         "residual_scale must be 0 with block llama (its branches are not scaled)");
+  // Residual adds the fused term to the plain input of pass 1; Listing 3 normalises every row of a
+  // feedback pass, so the plain rows themselves would change between passes (issue 38).
+  check(fusion != Fusion::Residual || input_norm == InputNorm::EveryPass,
+        "model.fusion residual needs model.input_norm every_pass (listing3 normalises every row of a feedback "
+        "pass, so a residual fused input could not equal the plain input at init)");
   if (rope_scaling == RopeScaling::Llama3) {
     check_setting("model.rope_scaling_factor", rope_scaling_factor, 0.0, 1e6, /*lo_open=*/true);
     check(rope_low_freq_factor > 0 && rope_high_freq_factor > rope_low_freq_factor,

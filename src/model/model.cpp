@@ -267,6 +267,8 @@ void FBTImpl::build() {
     torch::nn::init::uniform_(fusion_->w_u->weight, -a, a);
     torch::nn::init::uniform_(fusion_->w_g->weight, -a, a);
   }
+  // Residual (issue 38): W_U = 0, so the fused input is the plain one until W_U learns (LoRA's B = 0).
+  if (c.fusion == Fusion::Residual) fusion_->w_u->weight.zero_();
   if (c.block == BlockKind::Llama) match_input_norm_to_embedding();
 }
 
@@ -298,20 +300,25 @@ torch::Tensor FBTImpl::plain_input(const torch::Tensor& e) {
   return plain_input_is_normalised() ? input_norm_(e) : e;
 }
 
-torch::Tensor FBTImpl::fuse_normalised(const torch::Tensor& h_prev, const torch::Tensor& e_n) {
+torch::Tensor FBTImpl::fuse(const torch::Tensor& h_prev, const torch::Tensor& e_plain, const torch::Tensor& e_n) {
   auto g = fusion_(h_prev, e_n);
-  return config_.fusion == Fusion::Glu ? input_norm_(g) : input_norm_(g + e_n);
+  switch (config_.fusion) {
+    case Fusion::Glu: return input_norm_(g);
+    case Fusion::GluPlusToken: return input_norm_(g + e_n);
+    case Fusion::Residual: return e_plain + g;  // validate(): input_norm every_pass, so e_plain is x_plain
+  }
+  throw Error("model.fusion: unknown value");
 }
 
 torch::Tensor FBTImpl::fused_input(const torch::Tensor& h_prev, const torch::Tensor& e_plain) {
-  return fuse_normalised(h_prev, plain_input_is_normalised() ? e_plain : input_norm_(e_plain));
+  return fuse(h_prev, e_plain, plain_input_is_normalised() ? e_plain : input_norm_(e_plain));
 }
 
 torch::Tensor FBTImpl::feedback_input(const torch::Tensor& h_prev, const torch::Tensor& e_plain,
                                       const torch::Tensor& plain) {
   auto e_n = plain_input_is_normalised() ? e_plain : input_norm_(e_plain);  // RMSNorm_in(e), once
   auto plain_rows = config_.input_norm == InputNorm::Listing3 ? e_n : e_plain;
-  return torch::where(plain, plain_rows, fuse_normalised(h_prev, e_n));
+  return torch::where(plain, plain_rows, fuse(h_prev, e_plain, e_n));
 }
 
 torch::Tensor FBTImpl::plain_positions(const torch::Tensor& tokens) const {

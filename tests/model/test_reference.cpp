@@ -75,7 +75,12 @@ std::vector<ReferenceCase> cases() {
   auto listing3 = paper;  // issue 23: the paper's Listing-3 input norm and the author's fusion init
   listing3.input_norm = InputNorm::Listing3;
   listing3.fusion_init = FusionInit::Uniform;
-  return {{"glu_post_norm", paper}, {"glu_plus_token_pre_norm_windowed", ablation}, {"glu_listing3_uniform", listing3}};
+  auto residual = paper;  // issue 38: x_plain + g (make_test_model moves W_U away from its 0 init)
+  residual.fusion = Fusion::Residual;
+  return {{"glu_post_norm", paper},
+          {"glu_plus_token_pre_norm_windowed", ablation},
+          {"glu_listing3_uniform", listing3},
+          {"residual", residual}};
 }
 
 // K = 3 passes, jitter 0, mixin 0, z-loss 1e-5: per-pass cross-entropy, z-loss and the total

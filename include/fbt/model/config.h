@@ -12,6 +12,9 @@ namespace fbt {
 enum class Fusion {
   Glu,           ///< paper Eq. 4: RMSNorm_in((W_U h) ⊙ sigmoid(W_G RMSNorm_in(e)))
   GluPlusToken,  ///< ablation:    RMSNorm_in(g + RMSNorm_in(e)), g the GLU term above
+  Residual,      ///< issue 38:    x_plain + g, x_plain the plain input of the block kind (no norm
+                 ///< around the sum); W_U starts at 0, so every mode equals standard at init
+                 ///< (SPEC §11 "Residual fusion"); needs input_norm every_pass
 };
 
 /// Which top-layer state is fed back (SPEC §4).
@@ -41,7 +44,8 @@ enum class InputNorm {
               ///< are RMSNorm_in(e); the gate reads RMSNorm_in(e)
 };
 
-/// How W_U and W_G start (SPEC §4; issue 23).
+/// How W_U and W_G start (SPEC §4; issue 23). With fusion residual W_U starts at 0 whatever this
+/// says (issue 38: the fused input is then the plain one); it chooses W_G's init only.
 enum class FusionInit {
   Identity,  ///< W_U = I, W_G ~ N(0, fusion_gate_init_std) (SPEC §4 [choice]) — default
   Uniform,   ///< W_U, W_G ~ U(−√(3/D), √(3/D)), std 1/√D: the first author's reproduction
@@ -69,7 +73,7 @@ struct ModelConfig {
   double rope_theta = 10000.0;    ///< RoPE base
   double norm_eps = 1e-6;         ///< RMSNorm epsilon
   double init_std = 0.02;         ///< std of embedding and linear weights at init
-  double fusion_gate_init_std = 0.02;  ///< std of W_G at init (W_U starts as the identity)
+  double fusion_gate_init_std = 0.02;  ///< std of W_G at init (W_U starts as the identity, or 0 for residual)
   double residual_scale = 0.0;    ///< residual branch multiplier; 0 means 1/sqrt(2L) (SPEC §3)
   Fusion fusion = Fusion::Glu;
   FeedbackState feedback_state = FeedbackState::PostNorm;
@@ -102,7 +106,7 @@ struct ModelConfig {
   /// Throws fbt::Error naming the setting ("model.d_model must be in [1, 65536] (got 0)") for a
   /// value outside its range (sizes in [1, kMax*], window in [0, kMaxContext], rope_theta in (0,
   /// 1e12], norm_eps in (0, 1], init stds and residual_scale in [0, 1e6]) or an inconsistent config
-  /// (e.g. D % H != 0).
+  /// (e.g. D % H != 0, or fusion residual with input_norm listing3).
   void validate() const;
   nlohmann::json to_json() const;
   /// Strict parse: unknown keys and wrong types throw fbt::Error naming `source` and the key.

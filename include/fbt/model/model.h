@@ -114,7 +114,8 @@ TORCH_MODULE(Block);
 
 /// The latent-feedback fusion of paper Eq. 4 before the input norm:
 /// g = (W_U h_prev) ⊙ sigmoid(W_G e_n), with e_n = RMSNorm_in(e). At init (model.fusion_init):
-/// W_U = I, W_G ~ N(0, σ_G), or both U(−√(3/D), √(3/D)).
+/// W_U = I, W_G ~ N(0, σ_G), or both U(−√(3/D), √(3/D)); with model.fusion residual W_U = 0
+/// (issue 38), so g = 0 exactly while h_prev is finite.
 class LatentFusionImpl : public torch::nn::Module {
  public:
   explicit LatentFusionImpl(const ModelConfig& config);
@@ -147,9 +148,10 @@ class FBTImpl : public torch::nn::Module {
   torch::Tensor plain_input(const torch::Tensor& e);
   /// Fused input from the previous position's feedback state h_prev [...,D] and the plain input
   /// e_plain = plain_input(e) [...,D]. With e_n = RMSNorm_in(e) (e_plain itself when that is
-  /// already normalised): RMSNorm_in(g) for `glu` (paper Eq. 4) or RMSNorm_in(g + e_n) for
-  /// `glu_plus_token`, g = LatentFusion(h_prev, e_n). The same for both blocks; see
-  /// match_input_norm_to_embedding for the scale of the Llama block's fused inputs.
+  /// already normalised): RMSNorm_in(g) for `glu` (paper Eq. 4), RMSNorm_in(g + e_n) for
+  /// `glu_plus_token`, e_plain + g for `residual` (issue 38; no norm around the sum: with W_U = 0
+  /// it is the plain input bit for bit), g = LatentFusion(h_prev, e_n). The same for both
+  /// blocks; see match_input_norm_to_embedding for the scale of the Llama block's fused inputs.
   torch::Tensor fused_input(const torch::Tensor& h_prev, const torch::Tensor& e_plain);
   /// The stack input of a feedback pass (training pass k ≥ 2, a Soft or Fused decode step, a
   /// fused prefill pass): rows where `plain` (bool, broadcastable to [...,1]) is true take the
@@ -187,8 +189,9 @@ class FBTImpl : public torch::nn::Module {
   void build();  // the constructor's work: registers the modules and initialises the weights
   /// Whether plain_input already applies RMSNorm_in (block fbt with input_norm every_pass).
   bool plain_input_is_normalised() const;
-  /// RMSNorm_in(g) or RMSNorm_in(g + e_n), g = LatentFusion(h_prev, e_n); e_n = RMSNorm_in(e).
-  torch::Tensor fuse_normalised(const torch::Tensor& h_prev, const torch::Tensor& e_n);
+  /// The fused input of config().fusion (fused_input): RMSNorm_in(g), RMSNorm_in(g + e_n) or
+  /// e_plain + g, g = LatentFusion(h_prev, e_n); e_n = RMSNorm_in(e), e_plain = plain_input(e).
+  torch::Tensor fuse(const torch::Tensor& h_prev, const torch::Tensor& e_plain, const torch::Tensor& e_n);
   ModelConfig config_;
   torch::nn::Embedding embedding_{nullptr};
   torch::nn::Linear lm_head_{nullptr};  ///< only with tie_embeddings = false
