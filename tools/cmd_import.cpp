@@ -12,7 +12,7 @@ namespace fbt::cli {
 namespace {
 
 struct ImportArgs {
-  std::string from = "hf", source, out, fusion = "glu";
+  std::string from = "hf", source, out, fusion = "residual";
   HfImportOptions options;
 };
 
@@ -46,7 +46,10 @@ void add_import_command(CLI::App& app) {
                   "[, tokenizer_config.json]); gguf: the .gguf file")
       ->required();
   cmd->add_option("--out", a->out, "Run directory to create (must not exist, or be empty)")->required();
-  cmd->add_option("--fusion", a->fusion, "Fusion on top of the imported stack: glu or glu_plus_token")->capture_default_str();
+  cmd->add_option("--fusion", a->fusion,
+                  "Fusion on top of the imported stack: residual (W_U = 0: every decoding mode is the imported model "
+                  "until training changes it), glu or glu_plus_token (W_U = I)")
+      ->capture_default_str();
   cmd->add_option("--context", a->options.context,
                   "Model context in tokens (0: config.json max_position_embeddings or GGUF ARCH.context_length)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();

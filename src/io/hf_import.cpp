@@ -259,15 +259,15 @@ FBT build_imported_model(const ModelConfig& config, const HfImportOptions& optio
     torch::NoGradGuard no_grad;
     fill(params);
   }
-  // The fusion rule (SPEC §4 init, see hf_import.h): W_U = I and W_G ~ N(0, σ_G) are the
-  // constructor's; the input norm's gain is set from the embedding table just loaded.
+  // The fusion rule (SPEC §4 init, see hf_import.h): W_U = I (0 for residual) and W_G ~ N(0, σ_G)
+  // are the constructor's; the input norm's gain is set from the embedding table just loaded.
   model->match_input_norm_to_embedding();
   model->eval();
   return model;
 }
 
 nlohmann::json fusion_init_record(const HfImportOptions& options) {
-  return {{"w_u", "identity"}, {"w_g_std", options.fusion_gate_init_std}, {"seed", options.seed},
+  return {{"w_u", options.fusion == Fusion::Residual ? "zero" : "identity"}, {"w_g_std", options.fusion_gate_init_std}, {"seed", options.seed},
           {"input_norm", "per-dimension RMS of the embedding table"}};
 }
 

@@ -439,6 +439,14 @@ void TrainingRun::build_model() {
     assign_tensors(load_tensors(init_file_), model_, init_file_);
     log_ << "initialised from " << init_file_ << " (step " << init_info_.step
          << "): its weights (fusion included), a fresh optimiser state\n";
+    if (rc_.model.fusion == Fusion::Residual && init_info_.config.fusion != Fusion::Residual) {
+      // --set model.fusion=residual over another fusion (issue 38): the checkpoint's W_U means
+      // something else there; W_U = 0 makes every mode start as the checkpoint's standard mode.
+      torch::NoGradGuard no_grad;
+      model_->named_parameters()["fusion.w_u.weight"].zero_();
+      log_ << "model.fusion residual over the checkpoint's " << enum_to_string(init_info_.config.fusion)
+           << " fusion: W_U set to 0 (every decoding mode starts as the checkpoint's standard mode)\n";
+    }
   }
   model_->to(device_);
   model_->train();

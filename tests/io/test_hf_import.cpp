@@ -103,12 +103,15 @@ TEST(HfImport, CachedDecodeEqualsForward) {
   }
 }
 
-// The fusion on top of an imported stack: soft and fused decoding run, stay finite, and the fused
-// inputs have the raw embeddings' scale (the input-norm rule of hf_import.h).
+// The glu fusion on top of an imported stack: soft and fused decoding run, stay finite, and the
+// fused inputs have the raw embeddings' scale (the input-norm rule of hf_import.h). (The default
+// fusion, residual, is the base model in every mode: tests/model/test_fusion_residual.cpp.)
 TEST(HfImport, SoftAndFusedDecodingRun) {
+  HfImportOptions glu;
+  glu.fusion = Fusion::Glu;
   for (const auto& name : kNames) {
     SCOPED_TRACE(name);
-    auto model = import_hf_model((kHfImportDir / name).string()).model;
+    auto model = import_hf_model((kHfImportDir / name).string(), glu).model;
     const auto e = expected_of(name);
     std::vector<int64_t> prompt(e.tokens.data_ptr<int64_t>(), e.tokens.data_ptr<int64_t>() + 8);
     for (auto mode : {DecodeMode::Standard, DecodeMode::Soft, DecodeMode::Fused}) {

@@ -63,7 +63,10 @@ struct TrainResult {
 /// Warm start (`init_from`): the model config is the checkpoint's (with `model.*` sets on top,
 /// e.g. a longer context), the training settings TrainConfig::warm_start's (with `train.*`
 /// sets), the weights the checkpoint's (fusion included: an import sets them by its rule,
-/// hf_import.h) and the optimiser state fresh; the dataset's tokenizer must be the checkpoint's.
+/// hf_import.h; `fbt import` defaults to fusion residual, W_U = 0, so a warm start from an import
+/// begins as the base model in every mode) and the optimiser state fresh; the dataset's tokenizer
+/// must be the checkpoint's. `--set model.fusion=residual` on a checkpoint with another fusion
+/// sets W_U = 0 (issue 38): the warm start then begins as the checkpoint's standard mode in every mode.
 /// run.json records the checkpoint under `init_from`; --resume continues such a run as any other.
 /// Throws fbt::Error for bad input: unknown config keys, missing data, a run directory that
 /// holds a different run (without resume/force), a resume whose config or world size differs,
