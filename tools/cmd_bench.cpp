@@ -121,7 +121,12 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
       {"startup_anonymous_rss_bytes", startup_anonymous},
       {"matmul_peak", {{"flops_per_s", peak}, {"dtype", device.is_cuda() ? "bf16" : "fp32"}, {"n", peak_n}}},
       {"results", nlohmann::json::array()}};
-  auto& rows = record["results"];
+  // Each row as soon as it is measured, on stderr: a run stopped by a time limit (the GPU check's
+  // steps) still shows what it measured and where it was.
+  auto add_row = [&record](nlohmann::json row) {
+    std::cerr << "bench: " << row.dump() << std::endl;
+    record["results"].push_back(std::move(row));
+  };
   auto fresh_model = [&] {
     torch::manual_seed(a.seed);
     FBT model(config);
@@ -141,7 +146,7 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
                             {"model_flops", flops}, {"mfu", flops / r.seconds.median / peak},
                             {"peak_memory_bytes", r.peak_memory_bytes}};
       if (base_seconds > 0) row["step_vs_k_times_k1"] = r.seconds.median / (double(k) * base_seconds);
-      rows.push_back(row);
+      add_row(row);
     }
   }
   if (!wants(a, "prefill") && !wants(a, "decode")) {
@@ -175,7 +180,7 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
         for (auto [mode, k] : {std::pair{DecodeMode::Standard, 0}, std::pair{DecodeMode::Fused, 1}}) {
           const auto r = bench_prefill(model, mode, k, batch, context, a.warmup, a.reps, a.seed,
                                        prefill_decoder ? &*prefill_decoder : nullptr);
-          rows.push_back({{"test", "prefill"}, {"mode", mode_label(mode, k)}, {"batch", batch},
+          add_row({{"test", "prefill"}, {"mode", mode_label(mode, k)}, {"batch", batch},
                           {"decoder", prefill_decoder ? "cpu" : "generic"},
                           {"context", context}, {"tokens_per_s", stats_json(r.tokens_per_s)},
                           {"seconds", stats_json(r.seconds)}, {"peak_memory_bytes", r.peak_memory_bytes}});
@@ -195,7 +200,7 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
             row["weight_bytes_per_step"] = bytes;
             row["weight_bytes_per_s"] = double(bytes) * double(a.new_tokens) / m->seconds.median;
           }
-          rows.push_back(row);
+          add_row(row);
         }
       }
     }

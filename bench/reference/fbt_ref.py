@@ -351,7 +351,7 @@ def forward_passes(model, tokens, targets, passes, jitter=0.0, mixin_prob=0.0, z
             h = state.detach() if detach else state
             if jitter > 0:
                 h = h + (torch.rand(h.shape, generator=generator) * 2 - 1) * jitter
-            plain = always_plain | prefix_mask(B, T, mixin_prob, generator)
+            plain = always_plain | prefix_mask(B, T, mixin_prob, generator).to(tokens.device)
             u = model.feedback_rows(shift_right(h), e_n, plain.unsqueeze(-1))
         x = model.stack(u)
         if k < passes:
