@@ -104,7 +104,7 @@ prepare() {
   local libs; libs=$(ls "$kit/lib" | tr '\n' ' ')
   # One xz archive (ICU's data and the uint16 shards shrink 4-5x): the device tool carries at most
   # 64 MiB, the working tree included. The device run unpacks it beside the manifest.
-  XZ_OPT=-T0 tar -cJf "$kit/kit.tar.xz" -C "$kit" build-torch2 lib data && rm -rf "$kit/build-torch2" "$kit/lib" "$kit/data"
+  XZ_OPT="-T0 $([ $tiny = 1 ] && echo -0)" tar -cJf "$kit/kit.tar.xz" -C "$kit" build-torch2 lib data && rm -rf "$kit/build-torch2" "$kit/lib" "$kit/data"
   echo "kit: $kit ($(du -sh "$kit" | cut -f1); carried libraries: $libs)"
   echo "device call (from the checkout holding the kit): command scripts/gpu_check.sh, carry [\"$(realpath -m --relative-to="$root" "$kit")\"], timeout_s 600"
 }
