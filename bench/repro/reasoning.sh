@@ -7,7 +7,7 @@
 #
 # Per seed, on bench/repro/reasoning.json (Setting A's 4 x 128 model with a BPE-4096 vocabulary,
 # context 256, 1.3M parameters, NorMuon + WSD), the arms of --arms, in the order given
-# (default std,std2,author,winner,stdw; a finished run is skipped, so a new arm never redoes an old one):
+# (default std,std2,author,winner,residual,stdw; a finished run is skipped, so a new arm never redoes an old one):
 #   std      pt-std    a standard transformer, N steps on TinyStories + worked arithmetic solutions;
 #            sft-std   SFT with K=1, M steps. The same-tokens baseline.
 #   std2     pt-std2   a standard transformer with the author arm's compute: 4N/3 steps;
@@ -19,15 +19,16 @@
 #                      e23-tok.wg0.1): fusion glu_plus_token, W_G init std 0.1, fusion init identity,
 #                      K=2 (0.88) / K=3 (0.12) from step 0, prefix mixin 0.3 and jitter 0.02 (train
 #                      defaults);  sft-win  SFT with K=3, M steps.
-#   stdw     pt-stdw   a standard transformer with the winner's compute: round(2.12 N) steps
-#                      (0.88*2 + 0.12*3 = 2.12 passes a step);  sft-stdw  SFT K=1, 3M steps.
-# (issue 38's `residual` arm is not here yet: model.fusion=residual was not committed when this was
-# written; add it as an arm like `winner` with --set model.fusion=residual once it is.)
+#   residual pt-res    the winner's recipe with issue 38's residual fusion (model.fusion=residual:
+#                      u = x_plain + sigmoid(W_G RMSNorm_in(e)) * (W_U h), W_U = 0 at init);
+#                      sft-res  SFT with K=3, M steps.
+#   stdw     pt-stdw   a standard transformer with the winner's (and residual's) compute: round(2.12 N)
+#                      steps (0.88*2 + 0.12*3 = 2.12 passes a step);  sft-stdw  SFT K=1, 3M steps.
 # SFT for every arm: other problems (chat template, loss on the answers), AdamW at lr 1e-3 (the SFT
 # default 1e-4 is for pretrained models 100x larger).
 # Evaluation per SFT run:
 #   eval.json      `fbt eval arithmetic --prompt-format chat --shots 0` greedy on L held-out problems:
-#                  the feedback models (author, winner) in standard / soft / fused(1), the standards
+#                  the feedback models (author, winner, residual) in standard / soft / fused(1), the standards
 #                  in standard (eval.json records L; a different --limit evaluates again);
 #   eval_sft.json  `fbt eval-loss` on the SFT val conversations: nats per assistant token after 0..3
 #                  fused passes (standards: 0). Sequential soft is not available on conversation data
@@ -45,7 +46,7 @@
 # FBT=path/to/fbt (default build/fbt); REPRO_CPU=n pins every process to CPU n.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-quick=0 seeds="" gate=1 arms="std,std2,author,winner,stdw" steps="" sft_steps="" limit="" datadir="$REPO/../shared/data" out=""
+quick=0 seeds="" gate=1 arms="std,std2,author,winner,residual,stdw" steps="" sft_steps="" limit="" datadir="$REPO/../shared/data" out=""
 config="$REPO/bench/repro/reasoning.json"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -77,8 +78,8 @@ else
 fi
 IFS=, read -r -a arm_list <<< "$arms"
 for a in "${arm_list[@]}"; do
-  case "$a" in std|std2|author|winner|stdw) ;;
-    *) echo "reasoning.sh: unknown arm '$a' (arms: std, std2, author, winner, stdw)" >&2; exit 2 ;; esac
+  case "$a" in std|std2|author|winner|residual|stdw) ;;
+    *) echo "reasoning.sh: unknown arm '$a' (arms: std, std2, author, winner, residual, stdw)" >&2; exit 2 ;; esac
 done
 mkdir -p "$out"
 run_fbt() { "${PIN[@]}" "$FBT" "$@"; }
@@ -171,8 +172,8 @@ PYEOF
 same_compute=$(( (steps * 4 + 1) / 3 ))      # author pretraining: 2/3 of N at K=1, 1/3 at K=2
 win_compute=$(( (steps * 212 + 50) / 100 ))  # winner pretraining: 0.88 x K=2 + 0.12 x K=3 = 2.12 passes a step
 # pt name of each arm, its pretraining and SFT arguments, its eval modes
-pt_name() { case "$1" in author) echo fbt ;; winner) echo win ;; *) echo "$1" ;; esac; }
-feedback_arm() { [ "$1" = author ] || [ "$1" = winner ]; }
+pt_name() { case "$1" in author) echo fbt ;; winner) echo win ;; residual) echo res ;; *) echo "$1" ;; esac; }
+feedback_arm() { [ "$1" = author ] || [ "$1" = winner ] || [ "$1" = residual ]; }
 for s in $(seq 1 "$seeds"); do
   sets=(--set "train.seed=$s" --set train.eval_every=0 --set train.checkpoint_every=0 --set train.warmup_steps=$(( steps / 20 + 1 )))
   for b in "${batch[@]}"; do sets+=(--set "$b"); done
@@ -204,6 +205,7 @@ for s in $(seq 1 "$seeds"); do
       author) train "$pt" "$steps" --config "$config" --data "$pt_data" "${MODEL[@]}" "${sets[@]}" \
                 --set "train.pass_schedule=$AUTHOR" --set train.mixin_prob=0 ;;
       winner) train "$pt" "$steps" --config "$config" --data "$pt_data" "${WINNER[@]}" "${sets[@]}" ;;
+      residual) train "$pt" "$steps" --config "$config" --data "$pt_data" "${WINNER[@]}" --set model.fusion=residual "${sets[@]}" ;;
     esac
     if feedback_arm "$a"; then
       pt_loss "$pt"

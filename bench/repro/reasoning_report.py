@@ -4,7 +4,7 @@
     reasoning_report.py --runs runs/repro/reasoning [--out FILE] [--pooled]
 
 Reads RUNS/tasks/arithmetic/test.jsonl (each problem's number of operations) and
-RUNS/sft-{fbt,win,std,std2,stdw}-sN/eval.samples.jsonl (fbt eval's per-sample records: mode, id,
+RUNS/sft-{fbt,win,res,std,std2,stdw}-sN/eval.samples.jsonl (fbt eval's per-sample records: mode, id,
 correct, tokens). Prints, per model and decoding mode: accuracy (mean ± sd over seeds), accuracy by
 number of operations and the median generated tokens (all seeds pooled); then paired exact McNemar
 tests (two-sided binomial on the discordant pairs) per seed, between each feedback model's modes and
@@ -25,11 +25,12 @@ import statistics
 
 MODELS = [("sft-fbt", "FBT (K=2 last third, SFT K=3)"),
           ("sft-win", "FBT winner (glu_plus_token, K=2/3 from step 0, SFT K=3)"),
+          ("sft-res", "FBT residual fusion (winner's recipe, SFT K=3)"),
           ("sft-std", "standard, same tokens"),
           ("sft-std2", "standard, same compute"),
           ("sft-stdw", "standard, the winner's compute")]
-FEEDBACK = ("sft-fbt", "sft-win")  # models evaluated in every mode
-ARM_OF = {"fbt": "author", "win": "winner", "std": "std", "std2": "std2", "stdw": "stdw"}
+FEEDBACK = ("sft-fbt", "sft-win", "sft-res")  # models evaluated in every mode
+ARM_OF = {"fbt": "author", "win": "winner", "res": "residual", "std": "std", "std2": "std2", "stdw": "stdw"}
 
 
 def mcnemar_p(b, c):
