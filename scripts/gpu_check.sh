@@ -74,6 +74,8 @@ prepare_data() {  # OUTDIR: the prepared datasets of steps e (BPE 4096) and g (b
 
 prepare() {
   local py=${FBT_PYTHON:-${FBT_VENV:-$root/.venv}/bin/python}
+  "$py" -c 'import torch' 2>/dev/null ||
+    { echo "scripts/gpu_check.sh: $py has no torch (run scripts/setup.sh --torch2, or set FBT_VENV or FBT_PYTHON)" >&2; return 1; }
   if [ ! -x build-torch2/fbt ] || [ ! -x build-torch2/fbt_tests ]; then
     scripts/setup.sh --torch2
     scripts/build.sh --torch2
@@ -81,13 +83,16 @@ prepare() {
   local torch_lib; torch_lib=$(torch_lib_of "$py")
   # PRE_TEST discovery writes fbt_tests[N]_tests.cmake at the first ctest; run it here, where the
   # CMake module it includes exists, and carry the lists with include files that only read them.
-  (cd build-torch2 && LD_LIBRARY_PATH="$torch_lib" ctest -N -L 'fast|cuda' >/dev/null)
+  # (Not when the lists are newer than the binary: a ctest running the rehearsal made them, and a
+  # second ctest in the same build folder would rewrite its log.)
+  local f stale=0
+  for f in build-torch2/fbt_tests\[*\]_tests.cmake; do [ -f "$f" ] && [ "$f" -nt build-torch2/fbt_tests ] || stale=1; done
+  [ $stale = 0 ] || (cd build-torch2 && LD_LIBRARY_PATH="$torch_lib" ctest -N -L 'fast|cuda' >/dev/null)
   rm -rf "$kit" && mkdir -p "$kit/build-torch2" "$kit/lib" "$kit/data" "$kit/bin"
   local spm; spm=$(command -v spm_train) || { echo "--prepare: no spm_train (scripts/setup.sh installs sentencepiece)" >&2; return 1; }
   cp "$spm" "$kit/bin/"
   cp build-torch2/fbt build-torch2/fbt_tests build-torch2/CTestTestfile.cmake "$kit/build-torch2/"
   strip --strip-unneeded "$kit/build-torch2/fbt" "$kit/build-torch2/fbt_tests"
-  local f
   for f in build-torch2/fbt_tests\[*\]_tests.cmake; do
     cp "$f" "$kit/build-torch2/"
     echo "include(\"$root/$f\")" > "$kit/build-torch2/$(basename "$f" _tests.cmake)_include.cmake"
@@ -265,21 +270,25 @@ device_run() {
 # ----------------------------------------------------------------------------------- rehearsal
 rehearse() {
   local hidden; hidden=$(dirname "$root")  # hidden during the run: the build-time checkout's parent
-  [ "$hidden" != / ] || { echo "--rehearse: the checkout's parent is /, which cannot be hidden" >&2; return 1; }
   local base=/tmp; case /tmp/ in "$hidden"/*) base=/var/tmp ;; esac
-  local tmp; tmp=$(mktemp -d "$base/fbt-gpu-rehearse.XXXXXX")
+  rehearsal_tmp=$(mktemp -d "$base/fbt-gpu-rehearse.XXXXXX")
+  trap 'rm -rf "$rehearsal_tmp"' EXIT
+  local tmp=$rehearsal_tmp
   tiny=1
   kit=$tmp/tree/gpu-kit
   mkdir -p "$tmp/tree"
   git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$tmp/tree"  # what the device tool copies
   prepare
   local venv; venv=$("${FBT_PYTHON:-${FBT_VENV:-$root/.venv}/bin/python}" -c 'import sys; print(sys.prefix)')
-  # The build-time checkout disappears (an empty directory over its parent), the venv reappears
-  # elsewhere: the kit must lay its paths and find PyTorch as on the GPU machine.
-  bwrap --dev-bind / / --tmpfs "$hidden" --ro-bind "$venv" "$tmp/venv" --chdir "$tmp/tree" -- \
-    env OUT="$tmp/out" FBT_PYTHON="$tmp/venv/bin/python" bash scripts/gpu_check.sh --tiny --kit "$kit"
-  echo "rehearsal: every step passed ($tmp/out/summary.md)"
-  rm -rf "$tmp"
+  # The build-time checkout disappears (an empty directory over its parent) and the copy runs from
+  # elsewhere, the venv reappears elsewhere: the kit must lay its paths and find PyTorch as on the
+  # GPU machine. A checkout right under / (whose parent cannot be hidden) gets the copy mounted
+  # over it instead: everything but the path link is rehearsed then.
+  local view=(--tmpfs "$hidden") run_root=$tmp/tree
+  [ "$hidden" != / ] || { view=(--bind "$tmp/tree" "$root"); run_root=$root; }
+  bwrap --dev-bind / / "${view[@]}" --ro-bind "$venv" "$tmp/venv" --chdir "$run_root" -- \
+    env OUT="$tmp/out" FBT_PYTHON="$tmp/venv/bin/python" bash scripts/gpu_check.sh --tiny --kit "$run_root/gpu-kit"
+  echo "rehearsal: every step passed"
 }
 
 case $mode in
