@@ -34,7 +34,8 @@
 #                  fused passes (standards: 0). Sequential soft is not available on conversation data
 #                  (fbt eval-loss refuses --sequential there), so soft's NLL is the pretraining-text one:
 #   eval_pt.json   `fbt eval-loss --passes 1 --sequential` on the pretraining val split (standard,
-#                  fused(1), sequential soft), for pt-* and sft-* runs of the feedback arms.
+#                  fused(1), sequential soft), for pt-* and sft-* runs of the feedback arms; the
+#                  standards' pt-* runs get the standard loss alone (--passes 0).
 # Go/no-go (issue 38): after seed 1 a feedback arm continues to seeds 2.. only if its pretrained
 # model's fused(1) and sequential-soft losses on the pretraining val split are both below its own
 # standard mode (pt-ARM-s1/gate.json); --no-gate runs every seed anyway. When no feedback arm is
@@ -215,6 +216,7 @@ for s in $(seq 1 "$seeds"); do
       eval_loss "$sft" eval_sft "$sft_data" --passes 3 --max-tokens -1
       pt_loss "$sft"
     else
+      eval_loss "$pt" eval_pt "$pt_data" --passes 0 --max-tokens "$pt_eval_tokens"
       evaluate "$sft" standard
       eval_loss "$sft" eval_sft "$sft_data" --passes 0 --max-tokens -1
     fi
