@@ -124,9 +124,9 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str()
       ->check(integer_range(1));
   cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy")->capture_default_str()->check(temperature_value());
-  cmd->add_option("--top-k", a->sampling.top_k, "Keep the k most likely tokens (0 = all)")
+  cmd->add_option("--top-k", a->sampling.top_k, "Keep the k most likely tokens (0 or -1 = all, as serve's top_k)")
       ->capture_default_str()
-      ->check(integer_range(0));
+      ->check(integer_range(kMinTopK));
   cmd->add_option("--top-p", a->sampling.top_p, "Nucleus mass to keep (1 = all)")
       ->capture_default_str()
       ->check(number_range(0, 1, /*lo_open=*/true));

@@ -21,9 +21,13 @@ void check_temperature(double t, const std::string& flag) {
   }
 }
 
+std::string top_k_problem(int64_t k) {
+  return k >= kMinTopK ? "" : "must be >= 1, or 0 or -1 for all tokens (got " + std::to_string(k) + ")";
+}
+
 void SamplingOptions::validate() const {
   check_temperature(temperature, "--temperature");
-  if (top_k < 0) throw Error("--top-k must be >= 0 (0 = off)");
+  if (const auto problem = top_k_problem(top_k); !problem.empty()) throw Error("--top-k " + problem);
   if (!(top_p > 0 && top_p <= 1)) throw Error("--top-p must be in (0, 1]");
 }
 

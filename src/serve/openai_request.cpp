@@ -113,8 +113,9 @@ GenerationParams read_params(const json& j, const ServedModel& model, int64_t de
     require(p.sampling.top_p > 0 && p.sampling.top_p <= 1, "top_p",
             "must be in (0, 1] (got " + std::to_string(p.sampling.top_p) + ")");
   if (read_optional(j, "top_k", p.sampling.top_k)) {
-    require(p.sampling.top_k >= -1, "top_k", "must be >= 0, or -1 for all (got " + std::to_string(p.sampling.top_k) + ")");
-    if (p.sampling.top_k == -1) p.sampling.top_k = 0;
+    const auto problem = top_k_problem(p.sampling.top_k);
+    require(problem.empty(), "top_k", problem);
+    if (p.sampling.top_k == -1) p.sampling.top_k = 0;  // the same "all" as 0
   }
   if (!read_optional(j, "seed", p.sampling.seed)) p.sampling.seed = std::random_device{}();
   p.max_tokens = default_max_tokens;

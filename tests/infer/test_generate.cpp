@@ -65,7 +65,12 @@ TEST(Sampling, OptionsOutOfRangeAreRefusedBeforeSampling) {
   for (double t : {std::nan(""), -1.0, 1e-7, 2e6, double(INFINITY)})
     EXPECT_NE(message({t}).find("--temperature must be 0 (greedy) or in [1e-06, 1e+06]"), std::string::npos) << t;
   for (double t : {0.0, 1e-6, 0.8, 1e6}) EXPECT_EQ(message({t}), "no error") << t;
-  EXPECT_NE(message({1.0, -1}).find("--top-k"), std::string::npos);
+  // top_k: one rule for `fbt generate --top-k` and serve's top_k (issue 36): 0 and -1 (vLLM's
+  // "off") keep every token, below -1 is refused.
+  EXPECT_NE(message({1.0, -2}).find("--top-k must be >= 1, or 0 or -1 for all tokens (got -2)"), std::string::npos)
+      << message({1.0, -2});
+  EXPECT_EQ(message({1.0, -1}), "no error");
+  EXPECT_EQ(message({1.0, 0}), "no error");
   EXPECT_NE(message({1.0, 0, std::nan("")}).find("--top-p"), std::string::npos);
   EXPECT_NE(message({1.0, 0, 0.0}).find("--top-p"), std::string::npos);
   EXPECT_THROW(check_temperature(std::nan(""), "--temperatures"), Error);

@@ -133,7 +133,7 @@ TEST_F(OpenAiRequest, EveryRefusedCompletionNamesItsField) {
       {R"({"prompt": "a", "temperature": -1})", "temperature", "must be 0"},
       {R"({"prompt": "a", "temperature": "hot"})", "temperature", "expected a number"},
       {R"({"prompt": "a", "top_p": 0})", "top_p", "must be in (0, 1]"},
-      {R"({"prompt": "a", "top_k": -2})", "top_k", "must be >= 0"},
+      {R"({"prompt": "a", "top_k": -2})", "top_k", "must be >= 1, or 0 or -1 for all tokens (got -2)"},
       {R"({"prompt": "a", "seed": -1})", "seed", "expected an integer in [0, 2^64-1]"},
       {R"({"prompt": "a", "stop": 3})", "stop", "expected a string or a list"},
       {R"({"prompt": "a", "stop": [""]})", "stop", "must not be empty"},

@@ -55,7 +55,7 @@ TEST_F(BadInputCli, NumericFlagsOutOfRangeNameTheFlag) {
       {gen + "--temperature -1 --max-new-tokens 5", "--temperature"},
       {gen + "--max-new-tokens 0", "--max-new-tokens: expected an integer >= 1, got '0'"},
       {gen + "--top-p 1.5", "--top-p: expected a number in (0, 1], got '1.5'"},
-      {gen + "--top-k -1", "--top-k"},
+      {gen + "--top-k -2", "--top-k: expected an integer >= -1, got '-2'"},  // -1 and 0: all tokens
       {gen + "--seed -1", "--seed: expected an integer in [0, 18446744073709551615], got '-1'"},
       {gen + "--fused-passes 0", "--fused-passes"},
       {"train --config debug --data " + DATA + " --out " + (dir / "r").string() + " --steps 0", "--steps"},

@@ -96,6 +96,16 @@ TEST_F(GenerateCli, MaxNewTokensBeyondTheContextIsCappedWithANote) {
   EXPECT_EQ(r.out, greedy_text("hello", DecodeMode::Standard, 58) + "\n");
 }
 
+// Issue 36: --top-k -1 is "all tokens", as serve's top_k -1 (vLLM's convention) and --top-k 0.
+TEST_F(GenerateCli, TopKMinusOneKeepsEveryTokenAsInServe) {
+  const std::string sampled = "generate --checkpoint " + run.string() + " --prompt hi --max-new-tokens 12 --temperature 1 --seed 7";
+  const auto all = fbt_cli(sampled + " --top-k 0");
+  ASSERT_EQ(all.rc, 0) << all.err;
+  const auto off = fbt_cli(sampled + " --top-k -1");
+  ASSERT_EQ(off.rc, 0) << off.err;
+  EXPECT_EQ(off.out, all.out);
+}
+
 TEST_F(GenerateCli, BadInputFailsWithAClearMessage) {
   const std::string ckpt = " --checkpoint " + run.string();
   const std::string too_long(100, 'a');  // 101 tokens with the leading EOS; the context is 64

@@ -23,9 +23,17 @@ bool temperature_in_range(double t);
 /// Throws fbt::Error naming `flag` (e.g. "--temperature") unless temperature_in_range(t).
 void check_temperature(double t, const std::string& flag);
 
+/// The one rule for top_k, of `fbt generate --top-k` and of serve's `top_k`: k >= 1 keeps the k
+/// most likely tokens; 0 and -1 keep them all (-1 is "off" in vLLM and the OpenAI-compatible
+/// servers that take top_k, 0 in transformers). Below kMinTopK is an error.
+constexpr int64_t kMinTopK = -1;
+/// What is wrong with `k` as a top_k ("must be >= 1, or 0 or -1 for all tokens (got -2)"), or ""
+/// when it is fine; callers prefix the flag or field.
+std::string top_k_problem(int64_t k);
+
 /// Next-token sampling. temperature 0 is greedy (argmax); otherwise softmax(logits / T)
-/// restricted to the top_k tokens (0 = all) and to the smallest set whose probability reaches
-/// top_p (1 = all). The paper evaluates without top-k/top-p.
+/// restricted to the top_k tokens (0 or -1 = all: top_k_problem) and to the smallest set whose
+/// probability reaches top_p (1 = all). The paper evaluates without top-k/top-p.
 struct SamplingOptions {
   double temperature = 0.0;
   int64_t top_k = 0;
@@ -33,7 +41,8 @@ struct SamplingOptions {
   uint64_t seed = 0;
 
   /// Throws fbt::Error naming the flag (--temperature, --top-k, --top-p) unless the temperature
-  /// passes check_temperature, top_k >= 0 and top_p is in (0, 1]. Callers check before any work.
+  /// passes check_temperature, top_k passes top_k_problem and top_p is in (0, 1]. Callers check
+  /// before any work.
   void validate() const;
 };
 

@@ -32,9 +32,9 @@ struct ServedModel {
 struct GenerationParams {
   DecodeMode mode = DecodeMode::Standard;
   int64_t fused_passes = 1;
-  /// temperature in {0} ∪ [1e-6, 2] (OpenAI's range), top_p in (0, 1], top_k ≥ 0 (-1 is read as
-  /// 0, "all", as vLLM does); seed: the request's, or a random one when absent. Choice i of a
-  /// prompt samples with seed + i.
+  /// temperature in {0} ∪ [1e-6, 2] (OpenAI's range), top_p in (0, 1], top_k as top_k_problem
+  /// (generate.h) allows, -1 read as 0 (both "all", as vLLM's -1); seed: the request's, or a
+  /// random one when absent. Choice i of a prompt samples with seed + i.
   SamplingOptions sampling;
   int64_t max_tokens = 16;          ///< tokens to generate per choice; 0 only for echo scoring
   std::vector<std::string> stop;    ///< text-level stop strings (1..16 non-empty)
