@@ -379,6 +379,10 @@ def cases():
     add("synth-arithmetic-registers", ["synth", "--task", "arithmetic", "--registers", "3", "--out", "s8.jsonl"],
         "--registers")
     add("synth-memory-min-ops", ["synth", "--task", "memory", "--min-ops", "3", "--out", "s9.jsonl"], "--min-ops")
+    add("eval-no-item-before-checkpoint", ["eval", "lambada", "--checkpoint", "nocheckpoint", "--data-dir", "fewtasks"],
+        "no item to evaluate",  # 50 records: all in the 100-record few-shot pool; checked before the checkpoint
+        setup=lambda: write("fewtasks/lambada/lambada_test.jsonl", "".join(
+            json.dumps({"text": f"the cat sat on the mat number {i}"}) + "\n" for i in range(50))))
     add("eval-arithmetic-no-data", ["eval", "arithmetic", "--checkpoint", "run", "--data-dir", "tasks"],
         "arithmetic/test.jsonl")
     add("probe-not-jsonl", ["eval-probe", "prompt.txt", "--checkpoint", "run"], "prompt.txt")

@@ -217,13 +217,16 @@ void run_eval(EvalArgs a) {
   if (chat) check_chat_tasks(mc, gen);
   // Before any work: code tasks need --allow-code-execution and a working sandbox.
   for (const auto& name : gen) check_gen_options(*find_gen_task(name), a.gen);
+  std::vector<std::vector<Doc>> docs;  // all data read and counted before the checkpoint is loaded
+  std::vector<GenTaskData> gen_data;
+  for (const auto& name : mc) {
+    docs.push_back(load_docs(find_task(name), a.data_dir));
+    mc_item_count(find_task(name), static_cast<int64_t>(docs.back().size()), a.options);
+  }
+  for (const auto& name : gen) gen_data.push_back(load_gen_task(*find_gen_task(name), a.data_dir));
   auto checkpoint = load_checkpoint(a.checkpoint, a.device);
   const auto tokenizer = load_run_tokenizer(checkpoint);
   if (chat) a.gen.chat = load_chat_template(checkpoint, *tokenizer, a.chat_template);
-  std::vector<std::vector<Doc>> docs;  // all data read before any scoring
-  std::vector<GenTaskData> gen_data;
-  for (const auto& name : mc) docs.push_back(load_docs(find_task(name), a.data_dir));
-  for (const auto& name : gen) gen_data.push_back(load_gen_task(*find_gen_task(name), a.data_dir));
   std::cout << "checkpoint " << checkpoint.model_file << " (step " << checkpoint.info.step << "), data "
             << a.data_dir << ", seed " << a.options.seed
             << (chat ? ", chat prompts (" + a.gen.chat->name() + " template)" : "") << "\n";

@@ -96,16 +96,22 @@ ScoreRequest encode_request(const Tokenizer& tokenizer, const std::string& conte
   return r;
 }
 
+int64_t mc_item_count(const TaskSpec& task, int64_t n_docs, const McEvalOptions& o) {
+  const int64_t pool_start = n_docs - task.fewshot_pool;
+  const int64_t n = o.limit < 0 ? pool_start : std::min(o.limit, pool_start);
+  if (n < 1)
+    throw Error("task " + task.name + ": no item to evaluate (" + std::to_string(n_docs) + " items, the last " +
+                std::to_string(task.fewshot_pool) + " are the few-shot pool; --limit " + std::to_string(o.limit) + ")");
+  return n;
+}
+
 std::vector<MetricResult> evaluate_task(const TaskSpec& task, const std::vector<Doc>& docs,
                                         const Tokenizer& tokenizer, Scorer& scorer, const McEvalOptions& o) {
   if (o.shots < 0) throw Error("--shots must be >= 0 (got " + std::to_string(o.shots) + ")");
   if (o.chunk < 1) throw Error("chunk must be >= 1 (got " + std::to_string(o.chunk) + ")");
   const auto n_docs = static_cast<int64_t>(docs.size());
   const int64_t pool_start = n_docs - task.fewshot_pool;
-  const int64_t n = o.limit < 0 ? pool_start : std::min(o.limit, pool_start);
-  if (n < 1)
-    throw Error("task " + task.name + ": no item to evaluate (" + std::to_string(n_docs) + " items, the last " +
-                std::to_string(task.fewshot_pool) + " are the few-shot pool; --limit " + std::to_string(o.limit) + ")");
+  const int64_t n = mc_item_count(task, n_docs, o);
 
   std::vector<std::vector<ScoreResult>> scores(static_cast<size_t>(n));  // [item][choice]
   for (int64_t first = 0; first < n; first += o.chunk) {

@@ -98,6 +98,19 @@ TEST_F(BadInputCli, NumericFlagsOutOfRangeNameTheFlag) {
   for (const auto& [args, needle] : cases) expect_clean_failure(args, needle);
 }
 
+// Issue 36: `fbt eval` checks that a task has items to evaluate before it loads the checkpoint
+// (here: none, so the error can only come from the data): 50 lambada records are all within the
+// 100-record few-shot pool.
+TEST_F(BadInputCli, EvalWithoutItemsFailsBeforeLoadingTheCheckpoint) {
+  std::string records;
+  for (int i = 0; i < 50; ++i) records += R"({"text": "the cat sat on the mat number )" + std::to_string(i) + "\"}\n";
+  write_file(dir / "tasks" / "lambada" / "lambada_test.jsonl", records);
+  const std::string tasks = " --data-dir " + (dir / "tasks").string();
+  for (const auto& checkpoint : {(dir / "nowhere").string(), RUN})
+    expect_clean_failure("eval lambada --checkpoint " + checkpoint + tasks,
+                         "task lambada: no item to evaluate (50 items, the last 100 are the few-shot pool");
+}
+
 TEST_F(BadInputCli, HelpShowsTheRanges) {
   const auto help = [&](const std::string& sub) { return fbt_cli(sub + " --help").out; };
   EXPECT_NE(help("generate").find("NUMBER in (0, 1]"), std::string::npos);         // --top-p

@@ -50,6 +50,12 @@ std::vector<int64_t> fewshot_indices(int64_t pool_size, int64_t shots, uint64_t 
 /// spaces); they are empty only for an empty continuation.
 ScoreRequest encode_request(const Tokenizer& tokenizer, const std::string& context, const std::string& continuation);
 
+/// The number of items evaluate_task scores of `n_docs` docs: those before the few-shot pool (the
+/// last task.fewshot_pool docs), at most options.limit of them. Throws fbt::Error "task NAME: no
+/// item to evaluate (...)" naming the counts and --limit when none is left; `fbt eval` calls it
+/// right after reading the data, before it loads the checkpoint.
+int64_t mc_item_count(const TaskSpec& task, int64_t n_docs, const McEvalOptions& options);
+
 /// Evaluates `task` on `docs` (load_docs): the last task.fewshot_pool docs form the few-shot pool,
 /// the docs before them (the first options.limit of them) are evaluated. For evaluated item i
 /// and choice c the request is
