@@ -65,7 +65,7 @@ void run_serve(const ServeArgs& a) {
                                : std::filesystem::path(run_dir_of(checkpoint.model_file)).filename().string();
   Engine engine(checkpoint.model,
                 EngineOptions{a.max_batch, a.max_queue, a.prefill_chunk, parse_decode_weights(a.weights, "--weights")});
-  const ServedModel served{tokenizer.get(), chat ? &*chat : nullptr, checkpoint.model->config().context, mode,
+  const ServedModel served{name, tokenizer.get(), chat ? &*chat : nullptr, checkpoint.model->config().context, mode,
                            a.fused_passes};
   HttpServerOptions options{a.host, a.port, a.api_key, name, a.max_batch + a.max_queue + 4};
   HttpServer server(checkpoint.model, engine, served, options);
@@ -110,7 +110,9 @@ void add_serve_command(CLI::App& app) {
       ->check(integer_range(0, 65535));
   cmd->add_option("--api-key", a->api_key, "Require \"Authorization: Bearer KEY\" on /v1/* (default: none)")
       ->envname("FBT_API_KEY");
-  cmd->add_option("--model-name", a->model_name, "Model id in /v1/models and responses (default: the run directory's name)");
+  cmd->add_option("--model-name", a->model_name,
+                  "Model id in /v1/models and responses (default: the run directory's name); requests may leave "
+                  "`model` out or give this id, another is answered 404 model_not_found");
   cmd->add_option("--max-batch", a->max_batch, "Sequences decoded together at most")
       ->capture_default_str()
       ->check(integer_range(1, 4096));

@@ -131,10 +131,21 @@ GenerationParams read_params(const json& j, const ServedModel& model, int64_t de
     require(options->is_object(), "stream_options", "expected an object, got " + brief(*options));
     read_optional(*options, "include_usage", p.include_usage);
   }
-  std::string name;
-  read_optional(j, "model", name);  // any name: the server serves one model
   refuse_unsupported(j, p.n);
   return p;
+}
+
+/// Refuses a request naming a model the server does not serve, as OpenAI does (API reference,
+/// "Error codes": 404, type invalid_request_error, code "model_not_found"; vLLM's
+/// OpenAIServing._check_model too). An absent, null or empty `model` means the served one, as in
+/// vLLM. Checked before the other fields: a client that asks for another model learns that first.
+void check_model(const json& j, const ServedModel& model) {
+  std::string name;
+  if (!read_optional(j, "model", name) || name.empty() || name == model.name) return;
+  throw ApiError(404,
+                 "model: '" + name + "' does not exist here; this server serves '" + model.name +
+                     "' (GET /v1/models lists it; leave model out to use it)",
+                 "model", "invalid_request_error", "model_not_found");
 }
 
 /// One token-id prompt from a JSON array of integers in [0, vocab).
@@ -216,6 +227,7 @@ json with_text_contents(json messages) {
 
 CompletionRequest parse_completion_request(const std::string& body, const ServedModel& model) {
   const json j = parse_body(body);
+  check_model(j, model);
   CompletionRequest req;
   req.params = read_params(j, model, /*default_max_tokens=*/16, /*chat=*/false);
   read_optional(j, "echo", req.echo);
@@ -231,6 +243,7 @@ CompletionRequest parse_completion_request(const std::string& body, const Served
 
 ChatRequest parse_chat_request(const std::string& body, const ServedModel& model) {
   const json j = parse_body(body);
+  check_model(j, model);
   if (model.chat == nullptr)
     throw bad_field("messages", "this model has no chat template; use /v1/completions");
   ChatRequest req;

@@ -181,6 +181,15 @@ def check_errors(server, client):
         except openai.BadRequestError as e:
             assert e.status_code == 400 and e.body["param"] == param, (kwargs, e.body)
             assert e.body["type"] == "invalid_request_error"
+    # A model the server does not serve (issue 36; cf. vLLM #3486): 404 model_not_found, both endpoints.
+    for create, kwargs in [(client.completions.create, dict(prompt="a", max_tokens=2)),
+                           (client.chat.completions.create, dict(messages=[{"role": "user", "content": "a"}]))]:
+        try:
+            create(model="gpt-4-does-not-exist", **kwargs)
+            raise AssertionError("answered a request for gpt-4-does-not-exist")
+        except openai.NotFoundError as e:
+            assert e.status_code == 404 and e.body["code"] == "model_not_found", e.body
+            assert e.body["type"] == "invalid_request_error" and "'x'" in e.body["message"], e.body
     status, _, body = raw_post(server.url, "/v1/completions", '{"prompt": "a", ')
     assert status == 400 and "not valid JSON" in json.loads(body)["error"]["message"], body
     status, _, body = raw_post(server.url, "/v1/chat/completions", '{"messages": [{"role": "robot", "content": "x"}]}')
@@ -201,7 +210,7 @@ def check_errors(server, client):
     wait_for(lambda: server.metric("fbt_active_sequences") == 0 and server.metric("fbt_queue_length") == 0,
              what="the refused request's sequences to be cancelled")
     print("400 naming the field (mode, max_tokens, n, temperature, logprobs, long prompt, JSON, messages), "
-          "401 (wrong and missing key), 429 + Retry-After")
+          "404 model_not_found, 401 (wrong and missing key), 429 + Retry-After")
 
 
 def check_disconnect(server):
@@ -246,7 +255,8 @@ def main():
     fbt, shared_data = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory() as tmp:
         run = make_checkpoint(fbt, shared_data, tmp)
-        server = Server(fbt, run, "--api-key", KEY, "--max-batch", "2", "--max-queue", "4", "--threads", "1")
+        server = Server(fbt, run, "--api-key", KEY, "--max-batch", "2", "--max-queue", "4", "--threads", "1",
+                        "--model-name", "x")
         try:
             client = openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0)
             check_completions(fbt, run, client)

@@ -3,6 +3,8 @@
 // a 400 whose param names the field at fault.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "fbt/serve/api_error.h"
 #include "fbt/serve/openai_request.h"
 
@@ -12,6 +14,7 @@ namespace {
 class OpenAiRequest : public ::testing::Test {
  protected:
   OpenAiRequest() : chat_(ChatTemplate::for_tokenizer(bytes_, "fbt", "test")) {
+    model_.name = "tiny";
     model_.tokenizer = &bytes_;
     model_.chat = &chat_;
     model_.context = 32;
@@ -78,7 +81,7 @@ TEST_F(OpenAiRequest, CompletionPromptsInEveryShape) {
 
 TEST_F(OpenAiRequest, CompletionFieldsAreRead) {
   auto r = parse_completion_request(
-      R"({"model": "x", "prompt": "a", "max_tokens": 0, "echo": true, "logprobs": 2, "temperature": 0,
+      R"({"model": "tiny", "prompt": "a", "max_tokens": 0, "echo": true, "logprobs": 2, "temperature": 0,
           "top_p": 0.5, "top_k": -1, "n": 3, "stop": ["\n", "END"], "stream": true,
           "stream_options": {"include_usage": true}, "fbt_mode": "fused", "fbt_fused_passes": 2,
           "presence_penalty": 0, "logit_bias": {}, "best_of": 3, "user": "ignored"})",
@@ -200,6 +203,34 @@ TEST_F(OpenAiRequest, EveryRefusedChatNamesItsField) {
   const auto e = refusal([&](const std::string& b) { parse_chat_request(b, no_chat); }, "{" + user + "}");
   EXPECT_EQ(e.param, "messages");
   EXPECT_NE(std::string(e.what()).find("no chat template"), std::string::npos) << e.what();
+}
+
+// Issue 36 item 2 (cf. vLLM #3486): a request naming a model the server does not serve is a 404
+// with OpenAI's code "model_not_found", on both endpoints and before any other check; no model,
+// null, "" or the served name are answered by the served model.
+TEST_F(OpenAiRequest, UnknownModelNameIsA404ModelNotFound) {
+  const std::string user = R"("messages": [{"role": "user", "content": "hi"}])";
+  const auto completion = [&](const std::string& b) { parse_completion_request(b, model_); };
+  const auto chat = [&](const std::string& b) { parse_chat_request(b, model_); };
+  for (const auto& [parse, body] : std::vector<std::pair<std::function<void(const std::string&)>, std::string>>{
+           {completion, R"({"model": "gpt-4-does-not-exist", "prompt": "hi"})"},
+           {completion, R"({"model": "gpt-4-does-not-exist", "prompt": "hi", "n": 0})"},  // 404 before 400
+           {chat, R"({"model": "gpt-4-does-not-exist", )" + user + "}"},
+           {chat, R"({"model": "TINY", )" + user + "}"}}) {
+    SCOPED_TRACE(body);
+    const auto e = refusal(parse, body);
+    EXPECT_EQ(e.status, 404);
+    EXPECT_EQ(e.type, "invalid_request_error");
+    EXPECT_EQ(e.code, "model_not_found");
+    EXPECT_EQ(e.param, "model");
+    EXPECT_NE(std::string(e.what()).find("'tiny'"), std::string::npos) << e.what();
+    EXPECT_EQ(error_body(e)["error"]["code"], "model_not_found");
+  }
+  for (const std::string model : {"", R"("model": null, )", R"("model": "", )", R"("model": "tiny", )"}) {
+    SCOPED_TRACE(model);
+    EXPECT_NO_THROW(parse_completion_request("{" + model + R"("prompt": "hi"})", model_));
+    EXPECT_NO_THROW(parse_chat_request("{" + model + user + "}", model_));
+  }
 }
 
 TEST(ApiErrorBody, HasOpenAisShape) {

@@ -5,7 +5,8 @@
 //   GET  /health               200 {"status": "ok"}; 503 {"status": "draining"} after begin_drain()
 //   GET  /metrics              Prometheus text (metrics.h)
 //   GET  /v1/models            {"object": "list", "data": [{"id": NAME, "object": "model", ...}]}
-//   POST /v1/completions       OpenAI legacy completions (openai_request.h for the fields)
+//   POST /v1/completions       OpenAI legacy completions (openai_request.h for the fields; a
+//                              `model` other than NAME is a 404 model_not_found, on both POSTs)
 //   POST /v1/chat/completions  OpenAI chat completions
 // With an API key, /v1/* need "Authorization: Bearer KEY" (else 401). Streams are server-sent
 // events ending with "data: [DONE]"; a client that goes away mid-stream has its sequences

@@ -2,7 +2,8 @@
 // reference: "Completions" (legacy) and "Chat"), parsed and checked into token-level requests.
 //
 // Fields read (others are ignored, as OpenAI-compatible servers do; those that would change the
-// output and that fbt does not implement are refused): model, prompt | messages, max_tokens
+// output and that fbt does not implement are refused): model (absent, null, "" or the served
+// model's name; another is ApiError 404 "model_not_found"), prompt | messages, max_tokens
 // (chat: also max_completion_tokens), temperature, top_p, top_k, seed, stop, n, stream,
 // stream_options.include_usage, echo and logprobs (completions only), and the extensions fbt_mode
 // ("standard" | "soft" | "fused") and fbt_fused_passes (k of fused(k)). Every problem is an
@@ -21,6 +22,9 @@ namespace fbt {
 
 /// What request parsing needs to know about the served model.
 struct ServedModel {
+  /// The model id (`fbt serve --model-name`, listed by /v1/models): a request whose `model` is
+  /// present, not null and not "" must name it (else 404 model_not_found).
+  std::string name;
   const Tokenizer* tokenizer = nullptr;  ///< the checkpoint's tokenizer
   const ChatTemplate* chat = nullptr;    ///< its chat template; null: /v1/chat/completions answers 400
   int64_t context = 0;                   ///< model context in tokens
@@ -62,8 +66,9 @@ struct ChatRequest {
   std::vector<int64_t> prompt; ///< the messages rendered with the generation prompt
 };
 
-/// Parses and checks a completions body (`body`: the raw HTTP body). Throws ApiError 400 naming the
-/// field for: a body that is not a JSON object (param ""), a field of the wrong JSON type, a missing
+/// Parses and checks a completions body (`body`: the raw HTTP body). Throws ApiError 404
+/// model_not_found when `model` names another model than model.name (first), and ApiError 400
+/// naming the field for: a body that is not a JSON object (param ""), a field of the wrong JSON type, a missing
 /// or empty prompt, token ids outside [0, vocab), a prompt that leaves no room in the context
 /// (more than context − 1 tokens; with echo and max_tokens 0 up to context), max_tokens < 0 or 0
 /// without echo, n outside [1, 128], temperature / top_p / top_k / logprobs / fbt_fused_passes
