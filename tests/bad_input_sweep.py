@@ -161,6 +161,21 @@ def hf_copy(name, drop=None, edit=None):
         write(os.path.join(name, "tokenizer.json"), json.dumps(t))
 
 
+def gguf_with_bad_string(key, first_byte):
+    """The GGUF fixture with the first byte of metadata `key`'s string value set to `first_byte`
+    (not UTF-8), or with `first_byte` None, the last byte of the first element of its string array
+    cut to a lone 0xE2 (a sequence cut short)."""
+    data = bytearray(open(GGUF_FIXTURE, "rb").read())
+    at = data.find(key) + len(key) + 4  # the key, then its uint32 type
+    if first_byte is not None:
+        data[at + 8] = first_byte[0]  # past the uint64 length
+    else:
+        at += 4 + 8  # the array's element type and count
+        (n,) = struct.unpack("<Q", data[at:at + 8])
+        data[at + 8 + n - 1] = 0xE2
+    return bytes(data)
+
+
 SMALL = ["--preset", "debug", "--contexts", "8", "--new-tokens", "8"]  # fits the 64-token context
 
 
@@ -458,6 +473,14 @@ def cases():
         ["notok.gguf", "tokenizer.ggml.model", "missing"],
         setup=lambda: write_bytes("notok.gguf", open(GGUF_FIXTURE, "rb").read().replace(
             b"tokenizer.ggml.model", b"tokenizer.ggml.modeX", 1)))
+    # GGUF strings that are not UTF-8 (issue 36): the file and the key named, no stub --out left
+    for cid, key, first_byte in [("name", b"general.name", b"\xff"), ("chat-template", b"tokenizer.chat_template", b"\x80"),
+                                 ("token", b"tokenizer.ggml.tokens", None)]:
+        named = "metadata '" + key.decode() + "'" + ("[0]" if first_byte is None else "")
+        add(f"import-gguf-{cid}-not-utf8", ["import", "--from", "gguf", f"utf8-{cid}.gguf", "--out", f"i-{cid}"],
+            [f"utf8-{cid}.gguf", named + " is not valid UTF-8"],
+            setup=lambda cid=cid, key=key, first_byte=first_byte: write_bytes(
+                f"utf8-{cid}.gguf", gguf_with_bad_string(key, first_byte)))
     add("import-missing-dir", ["import", "--from", "hf", "nohf", "--out", "i2"], "nohf")
     add("import-no-config", ["import", "--from", "hf", "corpus", "--out", "i3"], "config.json")
     add("import-unsupported-model-type", ["import", "--from", "hf", "gpt2", "--out", "i4"],

@@ -35,26 +35,6 @@ constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 // sentencepiece ModelProto.SentencePiece.Type
 enum PieceType { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
 
-/// Length of the valid UTF-8 character at the start of `s` (as sentencepiece's DecodeUTF8:
-/// no overlongs, surrogates or code points above U+10FFFF), or 0 if it is malformed.
-size_t utf8_char_len(std::string_view s) {
-  auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
-  auto trail = [&](size_t i) { return (b(i) & 0xC0) == 0x80; };
-  auto valid = [](uint32_t cp) { return cp < 0xD800 || (cp >= 0xE000 && cp <= 0x10FFFF); };
-  if (b(0) < 0x80) return 1;
-  if (s.size() >= 2 && (b(0) & 0xE0) == 0xC0 && trail(1)) {
-    const uint32_t cp = ((b(0) & 0x1Fu) << 6) | (b(1) & 0x3Fu);
-    if (cp >= 0x80) return 2;
-  } else if (s.size() >= 3 && (b(0) & 0xF0) == 0xE0 && trail(1) && trail(2)) {
-    const uint32_t cp = ((b(0) & 0x0Fu) << 12) | ((b(1) & 0x3Fu) << 6) | (b(2) & 0x3Fu);
-    if (cp >= 0x800 && valid(cp)) return 3;
-  } else if (s.size() >= 4 && (b(0) & 0xF8) == 0xF0 && trail(1) && trail(2) && trail(3)) {
-    const uint32_t cp = ((b(0) & 0x07u) << 18) | ((b(1) & 0x3Fu) << 12) | ((b(2) & 0x3Fu) << 6) | (b(3) & 0x3Fu);
-    if (cp >= 0x10000 && valid(cp)) return 4;
-  }
-  return 0;
-}
-
 /// Minimal protobuf wire-format reader (varint, 32/64-bit, length-delimited fields).
 class ProtoReader {
  public:
@@ -609,15 +589,6 @@ std::vector<std::string> BpeTokenizer::text_changing_settings() const {
   if (model_->remove_extra_whitespaces) out.push_back("remove_extra_whitespaces=true");
   if (!model_->byte_fallback) out.push_back("byte_fallback=false");
   return out;
-}
-
-bool is_valid_utf8(std::string_view text) {
-  while (!text.empty()) {
-    const size_t n = utf8_char_len(text);
-    if (n == 0) return false;
-    text.remove_prefix(n);
-  }
-  return true;
 }
 
 int64_t BpeTokenizer::vocab_size() const { return static_cast<int64_t>(model_->pieces.size()); }

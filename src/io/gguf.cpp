@@ -1,12 +1,14 @@
 // GGUF reader (ggml's docs/gguf.md): header, typed metadata, tensor infos, tensor data -> fp32.
 #include "fbt/io/gguf.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "fbt/io/gguf_quants.h"
 #include "fbt/util/error.h"
+#include "fbt/util/utf8.h"
 
 namespace fbt {
 namespace {
@@ -64,17 +66,33 @@ class Reader {
     pos_ += sizeof(T);
     return v;
   }
+  /// A gguf_string_t: a uint64 length and that many bytes of UTF-8 (docs/gguf.md), checked.
   std::string str(const std::string& what) {
     const auto n = pod<uint64_t>(what + " (its length)");
     need(n, what);
     std::string s(n, '\0');
     in_.read(s.data(), static_cast<std::streamsize>(n));
     if (!in_) fail("read error at byte " + std::to_string(pos_) + " reading " + what);
+    check_utf8(s, what);
     pos_ += n;
     return s;
   }
 
  private:
+  /// Fails naming `what` and the first malformed byte unless `s`, read at pos_, is valid UTF-8.
+  void check_utf8(std::string_view s, const std::string& what) const {
+    for (size_t at = 0; at < s.size();) {
+      const size_t n = utf8_char_len(s.substr(at));
+      if (n == 0) {
+        char byte[8];
+        std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(s[at]));
+        fail(what + " is not valid UTF-8 (byte " + byte + " at byte " + std::to_string(pos_ + at) +
+             " of the file; GGUF strings are UTF-8)");
+      }
+      at += n;
+    }
+  }
+
   std::string path_;
   std::ifstream in_;
   uint64_t size_ = 0, pos_ = 0;

@@ -85,6 +85,37 @@ TEST(Gguf, CorruptHeadersAreNamed) {
   expect_error([&] { read_gguf((tmp.path / "none.gguf").string()); }, {"none.gguf"});
 }
 
+// Issue 36 item 4: GGUF strings are UTF-8 (docs/gguf.md, gguf_string_t). A value, an element of
+// a string array (token pieces included), a key or a tensor name that is not is an fbt::Error
+// naming the file and the key, element or tensor; before, a bad byte in general.name surfaced as
+// nlohmann's "invalid UTF-8 byte at index 0" only when the import wrote JSON, and one in
+// tokenizer.chat_template was accepted silently.
+TEST(Gguf, InvalidUtf8StringsNameTheKey) {
+  testing::TempDir tmp;
+  struct Case {
+    std::string from, to, named;
+  };
+  const std::vector<Case> cases = {
+      {"llama_tied_f32", "\xFF" "lama_tied_f32", "metadata 'general.name'"},             // not a UTF-8 byte
+      {"llama_tied_f32", "\xC0\xAF" "ama_tied_f32", "metadata 'general.name'"},          // overlong '/'
+      {"llama_tied_f32", "\xED\xA0\x80" "ma_tied_f32", "metadata 'general.name'"},      // a UTF-16 surrogate
+      {"{{ bos_token }}", "\x80" "{ bos_token }}", "metadata 'tokenizer.chat_template'"},  // a lone continuation
+      {"<|begin_of_text|>", "<|begin_of_text" "\xE2\x96", "metadata 'tokenizer.ggml.tokens'[0]"},  // cut short
+      {"general.name", "general.nam" "\xFF", "the key of metadata entry 1"},
+      {"token_embd.weight", "token_embd.weigh" "\xFF", "(name)"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.to);
+    ASSERT_EQ(c.from.size(), c.to.size());  // every offset stays valid
+    const auto path = damaged(tmp.path, "utf8.gguf", kLlama, [&](std::string& b) {
+      b.replace(after(b, c.from) - c.from.size(), c.to.size(), c.to);
+    });
+    expect_error([&] { read_gguf(path); }, {"'" + path + "': ", c.named, " is not valid UTF-8"});
+  }
+  const auto path = damaged(tmp.path, "name.gguf", kLlama, [](std::string& b) { b[after(b, "general.name") + 12] = '\xFF'; });
+  expect_error([&] { import_gguf_model(path); }, {"'" + path + "': metadata 'general.name' is not valid UTF-8"});
+}
+
 TEST(Gguf, UnsupportedTensorTypeIsNamed) {
   testing::TempDir tmp;
   // blk.0.ffn_up.weight's info: name, n_dims (4 bytes), 2 dims (16 bytes), then its type: Q4_K (12).

@@ -113,6 +113,27 @@ TEST(ImportCli, FromGgufWritesTheRunAndTheTokenizerFiles) {
   }
 }
 
+// Issue 36 item 4: a GGUF file whose general.name is not UTF-8 fails naming the file and the key,
+// writes nothing (before: nlohmann's "[json.exception.type_error.316] invalid UTF-8 byte" and a
+// stub RUNDIR with step-0000000/ and tokenizer/), and the good file then imports into the same --out.
+TEST(ImportCli, GgufStringNotUtf8IsNamedAndLeavesNoStub) {
+  testing::TempDir tmp;
+  const auto gguf = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "gguf" / "llama_tied_f32.gguf";
+  auto bytes = testing::slurp(gguf);
+  bytes[bytes.find("general.name") + 12 + 4 + 8] = '\xFF';  // key, type, length: the value's first byte
+  const auto bad = tmp.path / "bad.gguf";
+  testing::write_file(bad, bytes);
+  const auto run = tmp.path / "run";
+  auto r = testing::run_cli(tmp.path, "import --from gguf " + bad.string() + " --out " + run.string());
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("error: '" + bad.string() + "': metadata 'general.name' is not valid UTF-8"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(run));
+  EXPECT_FALSE(fs::exists(run.string() + ".partial"));
+  r = testing::run_cli(tmp.path, "import --from gguf " + gguf.string() + " --out " + run.string());
+  EXPECT_EQ(r.rc, 0) << r.err;
+}
+
 // A run imported before tokenizers were: its checkpoint records the tokenizer type "hf-pending".
 TEST(ImportCli, PendingTokenizerOfAnOlderImportIsNamed) {
   testing::TempDir tmp;

@@ -25,11 +25,9 @@
 
 #include <nlohmann/json.hpp>
 
-namespace fbt {
+#include "fbt/util/utf8.h"  // is_valid_utf8: the strings a BPE tokenizer round-trips
 
-/// True if `text` is valid UTF-8 (no overlongs, surrogates or code points above U+10FFFF: the
-/// strings a BPE tokenizer round-trips; sentencepiece turns each malformed byte into U+FFFD).
-bool is_valid_utf8(std::string_view text);
+namespace fbt {
 
 class Tokenizer {
  public:

@@ -38,11 +38,21 @@ struct GgufFile {
 
 /// Reads and checks the header, metadata and tensor infos of the GGUF file at `path`: magic
 /// "GGUF", version 2 or 3 (little-endian), every length and count within the file (no allocation
-/// larger than the file), a known value type for every key, general.alignment a power of two,
+/// larger than the file), every string valid UTF-8 (keys, values, the elements of string arrays,
+/// tensor names: "'FILE': metadata 'general.name' is not valid UTF-8 (byte 0xFF at byte 101 of
+/// the file; ...)", "metadata 'tokenizer.ggml.tokens'[17] is not valid UTF-8 ..."), a known value
+/// type for every key, general.alignment a power of two,
 /// unique tensor names, at most 4 dimensions each, and for the types fbt can dequantize
 /// (gguf_quants.h) rows a whole number of blocks and data within the file. Every error is an
 /// fbt::Error naming `path` and the field or tensor ("truncated reading the key of metadata
 /// entry 3", "tensor 'blk.0.attn_q.weight': data ends at byte ... past the end of the file").
+///
+/// Token pieces are strings like any other (gguf_string_t is UTF-8 in docs/gguf.md, and llama.cpp's
+/// converters write them so): byte-level BPE (tokenizer.ggml.model "gpt2") stores each byte as a
+/// printable character (GPT-2's bytes_to_unicode: 'Ġ' for ' ', 'Ċ' for '\n'), and SentencePiece
+/// ("llama") its byte pieces as the text "<0x0A>". So a piece that is not UTF-8 comes from a broken
+/// converter, and it is refused rather than replaced: U+FFFD would merge distinct pieces and change
+/// the tokenization, and tokenizer.json (JSON text is Unicode) cannot hold raw bytes.
 GgufFile read_gguf(const std::string& path);
 
 /// The tensor `info` of `file` as an fp32 CPU tensor of shape info.shape(), dequantized
