@@ -72,18 +72,14 @@ void export_hf_model(const FBT& model, const nlohmann::json& tokenizer, const st
                      const std::string& out_dir) {
   const auto& c = model->config();
   const auto config = hf_config_json(c, tokenizer);  // refuses what cannot be exported, first
-  const fs::path out(out_dir), partial(out_dir + ".partial");
-  if (fs::exists(out) && !(fs::is_directory(out) && fs::is_empty(out)))
-    throw Error("--out '" + out_dir + "' already exists and is not an empty directory");
   NamedTensors hf, own;
   for (const auto& p : model->named_parameters()) {
     const auto name = hf_tensor_name(p.key());
     (name.empty() ? own : hf).emplace_back(name.empty() ? p.key() : name, p.value().detach().to(torch::kCPU, torch::kFloat));
   }
   const nlohmann::json provenance = {{"exported_by", "fbt export"}, {"git_sha", git_sha()}};
-  try {
-    fs::remove_all(partial);  // left by an earlier failed export
-    fs::create_directories(partial);
+  write_directory_atomic(out_dir, [&](const std::string& dir) {
+    const fs::path partial(dir);
     save_tensors((partial / "model.safetensors").string(), hf, provenance);
     save_tensors((partial / "fbt_fusion.safetensors").string(), own,
                  {{"exported_by", "fbt export"}, {"git_sha", git_sha()}, {"model_config", c.to_json()}});
@@ -91,17 +87,7 @@ void export_hf_model(const FBT& model, const nlohmann::json& tokenizer, const st
     for (const char* name : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"})
       if (!tokenizer_dir.empty() && fs::is_regular_file(fs::path(tokenizer_dir) / name))
         fs::copy_file(fs::path(tokenizer_dir) / name, partial / name);
-    if (fs::exists(out)) fs::remove(out);  // an empty directory (checked above)
-    fs::rename(partial, out);
-  } catch (const fs::filesystem_error& e) {
-    std::error_code ignored;
-    fs::remove_all(partial, ignored);
-    throw Error("--out '" + out_dir + "': " + e.what());
-  } catch (const Error&) {
-    std::error_code ignored;
-    fs::remove_all(partial, ignored);
-    throw;
-  }
+  });
 }
 
 }  // namespace fbt

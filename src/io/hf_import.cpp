@@ -272,22 +272,22 @@ nlohmann::json fusion_init_record(const HfImportOptions& options) {
 }
 
 void write_imported_run(const HfImport& imported, const std::string& run_dir) {
-  const fs::path out(run_dir);
-  if (fs::exists(out) && !(fs::is_directory(out) && fs::is_empty(out)))
-    throw Error("--out '" + run_dir + "' already exists and is not an empty directory");
-  FBT model = imported.model;
-  const auto tokenizer = write_hf_tokenizer_dir((out / "tokenizer").string(), imported.hf_tokenizer,
-                                                imported.hf_tokenizer_config, model->config().vocab_size);
-  const auto step_dir = out / step_dir_name(0);
-  fs::create_directories(step_dir);
-  save_model((step_dir / "model.safetensors").string(), model, tokenizer, 0);
-  const nlohmann::json record = {{"tool", "fbt import"},
-                                 {"config", {{"model", model->config().to_json()}}},
-                                 {"imported_from", imported.source},
-                                 {"git_sha", git_sha()},
-                                 {"torch_version", torch_version()}};
-  write_file_atomic((out / "run.json").string(), record.dump(2) + "\n");
-  write_latest(out.string(), step_dir_name(0));
+  write_directory_atomic(run_dir, [&](const std::string& dir) {
+    const fs::path out(dir);
+    FBT model = imported.model;
+    const auto tokenizer = write_hf_tokenizer_dir((out / "tokenizer").string(), imported.hf_tokenizer,
+                                                  imported.hf_tokenizer_config, model->config().vocab_size);
+    const auto step_dir = out / step_dir_name(0);
+    fs::create_directories(step_dir);
+    save_model((step_dir / "model.safetensors").string(), model, tokenizer, 0);
+    const nlohmann::json record = {{"tool", "fbt import"},
+                                   {"config", {{"model", model->config().to_json()}}},
+                                   {"imported_from", imported.source},
+                                   {"git_sha", git_sha()},
+                                   {"torch_version", torch_version()}};
+    write_file_atomic((out / "run.json").string(), record.dump(2) + "\n");
+    write_latest(dir, step_dir_name(0));
+  });
 }
 
 }  // namespace fbt

@@ -69,6 +69,29 @@ void write_file_atomic(const std::string& path, const std::string& text) {
   sync_path(parent, true);  // and the rename survives a power loss
 }
 
+void write_directory_atomic(const std::string& out_dir, const std::function<void(const std::string& partial)>& fill) {
+  const fs::path out(out_dir), partial(out_dir + ".partial");
+  if (fs::exists(out) && !(fs::is_directory(out) && fs::is_empty(out)))
+    throw Error("--out '" + out_dir + "' already exists and is not an empty directory");
+  auto discard = [&] {
+    std::error_code ignored;
+    fs::remove_all(partial, ignored);
+  };
+  try {
+    fs::remove_all(partial);
+    fs::create_directories(partial);
+    fill(partial.string());
+    if (fs::exists(out)) fs::remove(out);  // an empty directory (checked above)
+    fs::rename(partial, out);
+  } catch (const fs::filesystem_error& e) {
+    discard();
+    throw Error("--out '" + out_dir + "': " + e.what());
+  } catch (...) {
+    discard();
+    throw;
+  }
+}
+
 void write_latest(const std::string& run_dir, const std::string& name) {
   write_file_atomic((fs::path(run_dir) / "latest").string(), name + "\n");
 }

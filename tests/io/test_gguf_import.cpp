@@ -164,6 +164,27 @@ TEST(GgufImport, RunDirectoryHoldsTheTokenizerFiles) {
   EXPECT_EQ(record.at("imported_from").at("tensor_types").at("F32"), 20);  // all: embedding, final norm, 9 per block
 }
 
+// Issue 36 item 4: the run is written under RUNDIR.partial and renamed at the end, so a write that
+// fails part-way (here: run.json, the last file, cannot be serialized) leaves neither RUNDIR nor
+// RUNDIR.partial, and the same RUNDIR can be imported into afterwards. Before, the failure left
+// RUNDIR/step-0000000/ and RUNDIR/tokenizer/ behind and the next import failed with "already exists".
+TEST(GgufImport, FailedWriteLeavesNoRunDirectory) {
+  testing::TempDir tmp;
+  const auto run = tmp.path / "run";
+  auto imported = import_gguf_model(gguf_fixture("llama_tied_f32"));
+  const auto good = imported.source;
+  imported.source["note"] = std::string("\xFF");  // nlohmann refuses to dump invalid UTF-8
+  EXPECT_ANY_THROW(write_imported_run(imported, run.string()));
+  EXPECT_FALSE(fs::exists(run));
+  EXPECT_FALSE(fs::exists(run.string() + ".partial"));
+  imported.source = good;
+  fs::create_directories(run);  // an empty directory is a valid --out, and is replaced
+  write_imported_run(imported, run.string());
+  EXPECT_TRUE(fs::is_regular_file(run / "run.json"));
+  EXPECT_TRUE(fs::is_regular_file(run / "step-0000000" / "model.safetensors"));
+  EXPECT_FALSE(fs::exists(run.string() + ".partial"));
+}
+
 /// A copy of the llama fixture in `dir` with the first occurrence of each `from` replaced by its
 /// `to` (same length, so every offset stays valid).
 std::string patched(const fs::path& dir, const std::vector<std::pair<std::string, std::string>>& edits) {

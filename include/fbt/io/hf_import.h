@@ -88,7 +88,8 @@ HfImport import_hf_model(const std::string& dir, const HfImportOptions& options 
 /// Writes `imported` as an fbt run directory (run_dir.h): RUNDIR/step-0000000/model.safetensors
 /// (save_model, step 0, recording the tokenizer's meta block), RUNDIR/latest, RUNDIR/tokenizer/
 /// (write_hf_tokenizer_dir: tokenizer.json, meta.json, chat_template.jinja) and RUNDIR/run.json
-/// (config and provenance). RUNDIR must not exist or be empty;
+/// (config and provenance), all under RUNDIR.partial renamed to RUNDIR at the end
+/// (write_directory_atomic): a failure leaves no stub. RUNDIR must not exist or be empty;
 /// otherwise fbt::Error naming it, before anything is written.
 void write_imported_run(const HfImport& imported, const std::string& run_dir);
 

@@ -9,6 +9,7 @@
 //   RUNDIR/latest                   text file naming the newest complete step directory
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace fbt {
@@ -27,6 +28,14 @@ void write_latest(const std::string& run_dir, const std::string& step_dir_name);
 /// crash or power loss leaves either the old or the new file; throws fbt::Error naming the path
 /// and the OS error on failure (the old file is then untouched).
 void write_file_atomic(const std::string& path, const std::string& text);
+
+/// Creates directory `out_dir` all at once (`fbt import`, `fbt export`): throws fbt::Error
+/// "--out 'OUT' already exists ..." before anything is written unless OUT is absent or an empty
+/// directory; `fill` writes every file under OUT.partial (a leftover one, from a killed command,
+/// is removed first); then OUT.partial is renamed to OUT. When anything fails OUT.partial is
+/// removed and OUT is left as it was, so a failed command leaves no stub to trip the next one;
+/// the exception propagates (a filesystem error as fbt::Error naming --out).
+void write_directory_atomic(const std::string& out_dir, const std::function<void(const std::string& partial)>& fill);
 
 /// Drops the lines of a run's metrics.jsonl whose step is after `step` (steps a resume from
 /// `step` repeats) and lines that are not JSON (cut short by a kill), rewriting the file
