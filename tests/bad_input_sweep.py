@@ -362,8 +362,12 @@ def cases():
                                  "html"], "--prompt-format")
     add("eval-chat-template-without-chat", ["eval", "gsm8k", "--checkpoint", "run", "--data-dir", "tasks",
                                             "--chat-template", "chatml"], "--chat-template")
-    add("eval-chat-template-lacks-tokens", ["eval", "gsm8k", "--checkpoint", "run", "--data-dir", "tasks",
-                                            "--prompt-format", "chat", "--chat-template", "chatml"], "<|im_start|>")
+    gsm8k = "".join(json.dumps({"question": f"What is {i} + 1?", "answer": f"{i} + 1 = {i + 1}\n#### {i + 1}"}) + "\n"
+                    for i in range(3))
+    add("eval-chat-template-lacks-tokens", ["eval", "gsm8k", "--checkpoint", "run", "--data-dir", "chattasks",
+                                            "--prompt-format", "chat", "--chat-template", "chatml"], "<|im_start|>",
+        # the data is read before the checkpoint (and its tokenizer) is loaded: give it some
+        setup=lambda: (write("chattasks/gsm8k/test.jsonl", gsm8k), write("chattasks/gsm8k/train.jsonl", gsm8k)))
     # chat
     add("chat-missing-checkpoint", ["chat", "--checkpoint", "nope"], "nope")
     add("chat-bad-mode", ["chat", "--checkpoint", "run", "--mode", "fast"], "--mode")
