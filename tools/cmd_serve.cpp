@@ -67,7 +67,7 @@ void run_serve(const ServeArgs& a) {
                 EngineOptions{a.max_batch, a.max_queue, a.prefill_chunk, parse_decode_weights(a.weights, "--weights")});
   const ServedModel served{name, tokenizer.get(), chat ? &*chat : nullptr, checkpoint.model->config().context, mode,
                            a.fused_passes};
-  HttpServerOptions options{a.host, a.port, a.api_key, name, a.max_batch + a.max_queue + 4};
+  HttpServerOptions options{a.host, a.port, a.api_key, a.max_batch + a.max_queue + 4};
   HttpServer server(checkpoint.model, engine, served, options);
   const int port = server.bind();
   std::cout << "fbt serve: listening on http://" << a.host << ":" << port << " (model " << name << ")" << std::endl;

@@ -201,7 +201,7 @@ void HttpServer::Impl::routes() {
     res.set_content(prometheus_metrics(engine.stats(), counters.snapshot()), "text/plain; version=0.0.4");
   });
   http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    const json entry = {{"id", options.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "fbt"},
+    const json entry = {{"id", served.name}, {"object", "model"}, {"created", 0}, {"owned_by", "fbt"},
                         {"context_length", served.context}};
     send_json(res, 200, {{"object", "list"}, {"data", json::array({entry})}});
   });
@@ -220,7 +220,7 @@ std::vector<TokenLogprob> HttpServer::Impl::prompt_entries(const std::vector<int
 
 void HttpServer::Impl::completions(const httplib::Request& req, httplib::Response& res, std::shared_ptr<void> inflight) {
   const CompletionRequest r = parse_completion_request(req.body, served);
-  const auto header = make_header("cmpl-", options.model_name, mode_label(r.params.mode, r.params.fused_passes));
+  const auto header = make_header("cmpl-", served.name, mode_label(r.params.mode, r.params.fused_passes));
   const Tokenizer& tokenizer = *served.tokenizer;
   const bool with_logprobs = r.logprobs >= 0;
   const auto n = static_cast<size_t>(r.params.n);
@@ -292,7 +292,7 @@ void HttpServer::Impl::completions(const httplib::Request& req, httplib::Respons
 
 void HttpServer::Impl::chat(const httplib::Request& req, httplib::Response& res, std::shared_ptr<void> inflight) {
   const ChatRequest r = parse_chat_request(req.body, served);
-  const auto header = make_header("chatcmpl-", options.model_name, mode_label(r.params.mode, r.params.fused_passes));
+  const auto header = make_header("chatcmpl-", served.name, mode_label(r.params.mode, r.params.fused_passes));
   std::vector<int64_t> stop_tokens{served.chat->end_of_turn_id()};
   if (served.tokenizer->eos_id() != stop_tokens[0]) stop_tokens.push_back(served.tokenizer->eos_id());
   auto runner = std::make_shared<ChoiceRunner>(engine, *served.tokenizer, r.params,

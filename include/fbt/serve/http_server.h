@@ -26,14 +26,14 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;             ///< 0: any free port (bind() returns it)
   std::string api_key;         ///< "" = no authentication
-  std::string model_name;      ///< the id /v1/models lists and responses carry
   int64_t threads = 8;         ///< HTTP worker threads: every open stream holds one
 };
 
 class HttpServer {
  public:
   /// `model` is the engine's model (echo scoring runs prompt_logprobs on it from request threads);
-  /// `served` describes it (its tokenizer and chat template must outlive the server).
+  /// `served` describes it (its tokenizer and chat template must outlive the server; its name is
+  /// the id /v1/models lists, responses carry and requests may give).
   HttpServer(FBT model, Engine& engine, const ServedModel& served, HttpServerOptions options);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
