@@ -167,9 +167,12 @@ TEST(FusionResidual, FusedInputIsTheFormulaWithNonZeroWu) {
     for (auto& t : fast.k) t = t.clone();
     for (auto& t : fast.v) t = t.clone();
     CpuDecoder decoder(model);
+    // fp32 rounding differs between CpuDecoder's kernels and libtorch's; with W_U = 0.3 the fed-back
+    // state weighs more than in test_cpu_decoder's models (PyTorch 2.11: 2.6e-4 seen, 1.13: < 2e-4).
+    constexpr double kSoftStepTol = 5e-4;
     for (int64_t t = 4; t < 8; ++t) {
       const auto next = tokens.select(1, t).contiguous();
-      EXPECT_LT(max_abs_diff(decoder.step(next, DecodeMode::Soft, fast), decode_step(model, next, DecodeMode::Soft, generic)), 2e-4)
+      EXPECT_LT(max_abs_diff(decoder.step(next, DecodeMode::Soft, fast), decode_step(model, next, DecodeMode::Soft, generic)), kSoftStepTol)
           << "step " << t;
     }
   }
