@@ -201,7 +201,7 @@ device_run() {
   local k23='train.pass_schedule=[{"until_fraction":1,"passes_probabilities":{"2":0.88,"3":0.12}}]'
 
   step a-environment 60 -- bash -c "uname -a; nvidia-smi || true; cat '$kit/manifest.env'; '$py' -c 'import torch; print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, torch.cuda.is_available())';
-    ldd '$fbt' '$root/build-torch2/fbt_tests' | grep -E 'not found|torch|c10|nccl|icu|httplib|brotli|sentencepiece|pcre'; ! ldd '$fbt' '$root/build-torch2/fbt_tests' | grep -q 'not found'"
+    ldd '$fbt' '$root/build-torch2/fbt_tests' > '$work/ldd.txt'; grep -E 'not found|torch|c10|nccl|icu|httplib|brotli|sentencepiece|pcre' '$work/ldd.txt'; ! grep -q 'not found' '$work/ldd.txt'"
   # Training, then eager prefill/decode, then CUDA-graph decode: each under its own limit (on
   # 2026-12-04 all of the first two together outlasted 150 s and left nothing).
   step b-bench-1b-train 120 -- "${bench[@]}" "${big[@]}" --tests train
