@@ -804,6 +804,17 @@ def reasoning_part(md, runs_dir):
               "FBT with K=2 for the last third, SFT (FBT K=3), zero-shot chat evaluation.")
     md.append("")
     md += reasoning_report.report(reasoning)
+    carry = os.path.join(runs_dir, "latent_carry")
+    if not os.path.isdir(carry):
+        return
+    md.append("## Latent carry: the reasoning benchmark with most intermediate results left out (issue 38, item 4)")
+    md.append("")
+    md.append("`bench/repro/reasoning.sh --skip-fraction 1`: the same models, schedules and test problems, but every "
+              "multi-step worked solution in the pretraining mix and the SFT set leaves out intermediate lines (each "
+              "with probability 1/2, at least one: 56% of all intermediate results), so a model must carry them "
+              "internally; the test problems are unchanged and only the final answer is scored.")
+    md.append("")
+    md += reasoning_report.report(carry)
 
 
 def issue23_part(runs_dir, svg_dir, svg_rel, notes):

@@ -11,7 +11,9 @@ analyze.py reads from them is small and goes to OUT, in the same layout:
   reasoning/       tasks/arithmetic/test.jsonl reduced to each problem's id and operations;
                    per evaluated SFT run: eval.json and eval.samples.jsonl reduced to mode, id,
                    correct, tokens and status; the wall seconds of every training run (NAME.wall_s);
-                   per run where present (issue 38): eval_pt.json, eval_sft.json, gate.json, eval.wall_s.
+                   per run where present (issue 38): eval_pt.json, eval_sft.json, gate.json, eval.wall_s,
+                   probes.json.
+  latent_carry/    the same for reasoning.sh --skip-fraction 1 (issue 38, item 4).
 Then `analyze.py --runs OUT` regenerates the tables on any machine, and copying OUT/A into
 runs/repro/A lets setting_a.sh skip the archived runs (its skip test reads the same three files).
 Existing archived runs are kept; a run present in both is replaced by the newer copy.
@@ -73,8 +75,9 @@ def archive_reasoning(src, dst):
                     [{"id": p["id"], "operations": p["operations"]} for p in map(json.loads, f) if p])
     for w in glob.glob(os.path.join(src, "*.wall_s")):
         copy(w, os.path.join(dst, os.path.basename(w)))
-    # issue 38: the loss evaluations, the go/no-go gate and the chat evaluation's wall seconds
-    for name in ("eval_pt.json", "eval_sft.json", "gate.json", "eval.wall_s"):
+    # issue 38: the loss evaluations, the go/no-go gate, the chat evaluation's wall seconds and the
+    # state-tracking probes
+    for name in ("eval_pt.json", "eval_sft.json", "gate.json", "eval.wall_s", "probes.json"):
         for f in glob.glob(os.path.join(src, "*-s*", name)):
             copy(f, os.path.join(dst, os.path.basename(os.path.dirname(f)), name))
     n = 0
@@ -100,9 +103,10 @@ def main():
         if os.path.isdir(os.path.join(a.runs, setting)):
             n = archive_setting(os.path.join(a.runs, setting), os.path.join(a.out, setting))
             print(f"Setting {setting}: {n} finished runs archived in {os.path.join(a.out, setting)}")
-    if os.path.isdir(os.path.join(a.runs, "reasoning")):
-        n = archive_reasoning(os.path.join(a.runs, "reasoning"), os.path.join(a.out, "reasoning"))
-        print(f"reasoning: {n} evaluated SFT runs archived in {os.path.join(a.out, 'reasoning')}")
+    for name in ("reasoning", "latent_carry"):  # latent_carry: reasoning.sh --skip-fraction 1 (issue 38, item 4)
+        if os.path.isdir(os.path.join(a.runs, name)):
+            n = archive_reasoning(os.path.join(a.runs, name), os.path.join(a.out, name))
+            print(f"{name}: {n} evaluated SFT runs archived in {os.path.join(a.out, name)}")
 
 
 if __name__ == "__main__":

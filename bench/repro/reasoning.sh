@@ -3,7 +3,7 @@
 # from-scratch winner, on a reasoning task a small model can learn on a CPU, `fbt synth --task arithmetic`.
 #
 #   bench/repro/reasoning.sh [--quick] [--arms LIST] [--seeds S] [--steps N] [--sft-steps M] [--limit L]
-#                            [--no-gate] [--config JSON] [--data-dir DIR] [--out DIR]
+#                            [--no-gate] [--skip-fraction F] [--config JSON] [--data-dir DIR] [--out DIR]
 #
 # Per seed, on bench/repro/reasoning.json (Setting A's 4 x 128 model with a BPE-4096 vocabulary,
 # context 256, 1.3M parameters, NorMuon + WSD), the arms of --arms, in the order given
@@ -40,14 +40,25 @@
 # model's fused(1) and sequential-soft losses on the pretraining val split are both below its own
 # standard mode (pt-ARM-s1/gate.json); --no-gate runs every seed anyway. When no feedback arm is
 # left, the standards stop too.
+# State-tracking probes (issue 38, item 4; paper Fig. 7): every pretrained model gets
+#   probes.json   `fbt eval-probe` on `fbt synth` memory, registers and completion tasks (0, 4 and 16
+#                 distractors, made once into OUT/probes): per-layer linear-probe accuracy at the
+#                 query's colon under standard prefill and with that position fused with the previous
+#                 top state (one recurrent step).
 # bench/repro/reasoning_report.py turns RUNS into tables (accuracy by number of operations,
 # median trace length, exact McNemar per seed between modes and against the standards, NLL per mode).
 # Defaults: N = 600, M = 200, L = 1000 (the whole test file), 3 seeds.
+# --skip-fraction F (default 0.3): the share of the pretraining and SFT problems' worked solutions that
+#   leave out intermediate lines (`fbt synth --skip-fraction`: each intermediate line of such a solution is
+#   dropped with probability 1/2, at least one). Issue 38, item 4's latent-carry variant is F = 1 (every
+#   multi-step solution omits some; 56% of all intermediate results), in its own --out
+#   (default runs/repro/latent_carry); the test problems are the same. OUT/skip_fraction records F, and
+#   a directory made with another F is refused.
 # --quick: 12/6-step runs on small files, L = 12, one seed (unless --seeds), into runs/repro-quick/reasoning.
 # FBT=path/to/fbt (default build/fbt); REPRO_CPU=n pins every process to CPU n.
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-quick=0 seeds="" gate=1 arms="std,std2,author,winner,residual,stdw" steps="" sft_steps="" limit="" datadir="$REPO/../shared/data" out=""
+quick=0 seeds="" gate=1 skip=0.3 arms="std,std2,author,winner,residual,stdw" steps="" sft_steps="" limit="" datadir="$REPO/../shared/data" out=""
 config="$REPO/bench/repro/reasoning.json"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -55,27 +66,32 @@ while [ $# -gt 0 ]; do
     --seeds) seeds="$2"; shift 2 ;;
     --arms) arms="$2"; shift 2 ;;
     --no-gate) gate=0; shift ;;
+    --skip-fraction) skip="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
     --sft-steps) sft_steps="$2"; shift 2 ;;
     --limit) limit="$2"; shift 2 ;;
     --config) config="$2"; shift 2 ;;
     --data-dir) datadir="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
-    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,58p' "$0"; exit 0 ;;
     *) echo "reasoning.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 need_fbt
 stories="$datadir/tinystories/train_prefix.txt"
 [ -f "$stories" ] || { echo "error: $stories not found (--data-dir DIR must be laid out as ../shared/data)" >&2; exit 1; }
+name=reasoning
+"$PY" -c 'import sys; f = float(sys.argv[1]); sys.exit(not 0 <= f <= 1)' "$skip" 2>/dev/null \
+  || { echo "reasoning.sh: --skip-fraction must be a number in [0, 1] (got '$skip')" >&2; exit 2; }
+"$PY" -c 'import sys; sys.exit(float(sys.argv[1]) == 0.3)' "$skip" && name=latent_carry
 if [ "$quick" = 1 ]; then
-  out="${out:-$REPO/runs/repro-quick/reasoning}"; steps="${steps:-12}"; sft_steps="${sft_steps:-6}"
+  out="${out:-$REPO/runs/repro-quick/$name}"; steps="${steps:-12}"; sft_steps="${sft_steps:-6}"
   limit="${limit:-12}"; seeds="${seeds:-1}"; n_pt=400 n_sft=200 n_test=40 max_new=64 batch=(train.batch_size=4)
-  pt_eval_tokens=2048
+  pt_eval_tokens=2048 n_probe=20
 else
-  out="${out:-$REPO/runs/repro/reasoning}"; steps="${steps:-600}"; sft_steps="${sft_steps:-200}"
+  out="${out:-$REPO/runs/repro/$name}"; steps="${steps:-600}"; sft_steps="${sft_steps:-200}"
   limit="${limit:-1000}"; seeds="${seeds:-3}"; n_pt=8000 n_sft=8000 n_test=1000 max_new=160 batch=()
-  pt_eval_tokens=32768
+  pt_eval_tokens=32768 n_probe=100
 fi
 IFS=, read -r -a arm_list <<< "$arms"
 for a in "${arm_list[@]}"; do
@@ -83,14 +99,18 @@ for a in "${arm_list[@]}"; do
     *) echo "reasoning.sh: unknown arm '$a' (arms: std, std2, author, winner, residual, stdw)" >&2; exit 2 ;; esac
 done
 mkdir -p "$out"
+if [ -f "$out/skip_fraction" ] && [ "$(cat "$out/skip_fraction")" != "$skip" ]; then
+  echo "error: $out was made with --skip-fraction $(cat "$out/skip_fraction"), not $skip (use another --out)" >&2; exit 1
+fi
+echo "$skip" > "$out/skip_fraction"
 run_fbt() { "${PIN[@]}" "$FBT" "$@"; }
 
 # --- data: problems (pretraining mix, SFT and test drawn with different seeds), the corpus, SFT set
 tasks="$out/tasks"
 if [ ! -f "$tasks/arithmetic/test.jsonl" ]; then
   mkdir -p "$tasks/arithmetic" "$out/corpus"
-  run_fbt synth --task arithmetic --n "$n_pt" --skip-fraction 0.3 --seed 11 --out "$out/pt_problems.jsonl" > /dev/null
-  run_fbt synth --task arithmetic --n "$n_sft" --skip-fraction 0.3 --seed 12 --out "$tasks/arithmetic/train.jsonl" > /dev/null
+  run_fbt synth --task arithmetic --n "$n_pt" --skip-fraction "$skip" --seed 11 --out "$out/pt_problems.jsonl" > /dev/null
+  run_fbt synth --task arithmetic --n "$n_sft" --skip-fraction "$skip" --seed 12 --out "$tasks/arithmetic/train.jsonl" > /dev/null
   run_fbt synth --task arithmetic --n "$n_test" --seed 13 --out "$tasks/arithmetic/test.jsonl" > /dev/null
   # The pretraining corpus: TinyStories and the worked problems as plain text, one document per
   # blank-line block.
@@ -109,6 +129,14 @@ pt_data="$out/data-pt" sft_data="$out/data-sft"
 [ -f "$sft_data/meta.json" ] || run_fbt prepare --conversations gsm8k --input "$tasks/arithmetic/train.jsonl" \
   --tokenizer-model "$pt_data" --out "$sft_data" --val-fraction 0.02 > "$out/prepare_sft.log" 2>&1 \
   || { cat "$out/prepare_sft.log" >&2; exit 1; }
+
+probes="$out/probes"
+if [ ! -f "$probes/completion.jsonl" ]; then
+  mkdir -p "$probes"
+  for t in memory registers completion; do
+    run_fbt synth --task "$t" --n "$n_probe" --distractors 0,4,16 --seed 21 --out "$probes/$t.jsonl" > /dev/null
+  done
+fi
 
 STD='[{"until_fraction":1,"passes_probabilities":{"1":1}}]'
 AUTHOR='[{"until_fraction":0.6667,"passes_probabilities":{"1":1}},{"until_fraction":1,"passes_probabilities":{"2":1}}]'
@@ -154,6 +182,15 @@ eval_loss() {
   run_fbt eval-loss --checkpoint "$run" --data "$data" --out "$run/$name.json.tmp" "$@" > "$run/$name.log" 2>&1 \
     || { echo "error: eval-loss failed, see $run/$name.log" >&2; tail -5 "$run/$name.log" >&2; exit 1; }
   mv "$run/$name.json.tmp" "$run/$name.json"
+}
+# probe RUN -> RUN/probes.json (skipped when it exists)
+probe() {
+  local run="$1"
+  [ -f "$run/probes.json" ] && return
+  run_fbt eval-probe --checkpoint "$run" --threads 1 --out "$run/probes.json.tmp" \
+    "$probes/memory.jsonl" "$probes/registers.jsonl" "$probes/completion.jsonl" > "$run/probes.log" 2>&1 \
+    || { echo "error: eval-probe failed, see $run/probes.log" >&2; tail -5 "$run/probes.log" >&2; exit 1; }
+  mv "$run/probes.json.tmp" "$run/probes.json"
 }
 pt_loss() { eval_loss "$1" eval_pt "$pt_data" --passes 1 --sequential --max-tokens "$pt_eval_tokens"; }
 # gate ARM: pt-ARM-s1's go/no-go (issue 38) into pt-ARM-s1/gate.json; prints go or no-go
@@ -208,6 +245,7 @@ for s in $(seq 1 "$seeds"); do
       winner) train "$pt" "$steps" --config "$config" --data "$pt_data" "${WINNER[@]}" "${sets[@]}" ;;
       residual) train "$pt" "$steps" --config "$config" --data "$pt_data" "${WINNER[@]}" --set model.fusion=residual "${sets[@]}" ;;
     esac
+    probe "$pt"
     if feedback_arm "$a"; then
       pt_loss "$pt"
       [ "$s" = 1 ] && echo "[reasoning] gate of arm $a (seed 1, pretraining val): $(gate_of "$p") ($pt/gate.json)"

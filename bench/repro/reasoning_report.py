@@ -12,7 +12,8 @@ between each feedback mode and the standard models of the same seed (every seed 
 items, so pooling the seeds' pairs overstates the evidence; --pooled adds issue 23's pooled table).
 Where the runs have them (issue 38): nats per assistant token on the SFT val conversations per mode
 (RUN/eval_sft.json), losses on the pretraining val split incl. sequential soft (RUN/eval_pt.json),
-the go/no-go gate after seed 1 (pt-*-s1/gate.json), and wall seconds (*.wall_s). Python 3 standard
+the go/no-go gate after seed 1 (pt-*-s1/gate.json), the state-tracking probes of the pretrained
+models (pt-*-sN/probes.json, item 4), and wall seconds (*.wall_s). Python 3 standard
 library only; also used by analyze.py for docs/results.md.
 """
 import argparse
@@ -161,6 +162,36 @@ def losses_part(runs):
     return md
 
 
+def probes_part(runs):
+    """Issue 38, item 4's probe table from RUNS/pt-*-sN/probes.json (nothing when there is none)."""
+    probes = runs_by_kind(runs, "pt", "probes.json")
+    if not probes:
+        return []
+    md = ["", "State-tracking probes on the pretrained models (`fbt eval-probe`, paper Fig. 7: `fbt synth` tasks with "
+          "0, 4 and 16 distractors, an L2 logistic probe per layer on the residual at the query's colon, 4-fold "
+          "grouped CV; accuracy %, mean ± sd over seeds). standard: standard prefill; recurrent: that position "
+          "fused with the previous top state (one recurrent step). Layer 0 is the block input: only the "
+          "recurrent step can put the answer there.", "",
+          "| arm | task | seeds | majority | layer 0 standard | layer 0 recurrent | best layer standard | "
+          "best layer recurrent |", "|---|---|---|---|---|---|---|---|"]
+    kinds = [m[len("sft-"):] for m, _ in MODELS]
+    for kind in [k for k in kinds if k in probes]:
+        by = probes[kind]
+        tasks = sorted({r["task"] for d in by.values() for r in d["results"]})
+        for task in tasks:
+            def acc(d, mode, layer=None):
+                vals = {r["layer"]: r["value"] for r in d["results"]
+                        if r["task"] == task and r["mode"] == mode and r["metric"] == "acc"}
+                return vals.get(layer) if layer is not None else max(vals.values(), default=None)
+            majority = [r["value"] for d in by.values() for r in d["results"]
+                        if r["task"] == task and r["metric"] == "majority_acc"]
+            cells = [fmt_ms([x for x in (acc(d, mode, layer) for d in by.values()) if x is not None])
+                     for layer in (0, None) for mode in ("standard", "recurrent")]
+            md.append(f"| {ARM_OF.get(kind, kind)} | {task} | {len(by)} | "
+                      f"{fmt_ms(majority[:1]) if majority else '—'} | " + " | ".join(cells) + " |")
+    return md
+
+
 def report(runs, pooled_mcnemar=False):
     results, ops = load(runs)
     md = []
@@ -233,6 +264,7 @@ def report(runs, pooled_mcnemar=False):
             if n:
                 md.append(f"| {names[a[0]]} {a[1]} | {names[b[0]]} {b[1]} | {n} | {bb} | {cc} | {mcnemar_p(bb, cc):.3g} |")
     md += losses_part(runs)
+    md += probes_part(runs)
     md.append("")
     return md
 
