@@ -46,6 +46,52 @@ std::string chatml_default_system(const std::string& jinja) {
   return std::regex_search(jinja, m, literal) ? unescape_literal(m[2].str()) : "";
 }
 
+/// fbt's own tokenizers: each piece on its own, so the generation prompt's last token is the one
+/// the SFT data had before every reply.
+RenderedChat tokenize_pieces(const Tokenizer& tokenizer, const std::vector<Piece>& pieces) {
+  RenderedChat r;
+  for (const auto& p : pieces) {
+    const auto ids = p.id >= 0 ? std::vector<int64_t>{p.id} : tokenizer.encode(p.text);
+    r.ids.insert(r.ids.end(), ids.begin(), ids.end());
+    r.scored.insert(r.scored.end(), ids.size(), p.scored ? 1 : 0);
+    r.text += p.text;
+  }
+  return r;
+}
+
+/// An HF tokenizer: the whole rendered text at once, as apply_chat_template(tokenize=True) does;
+/// a token is scored when its bytes overlap a scored piece's (transformers'
+/// return_assistant_tokens_mask), so one that straddles a header and the reply is scored.
+RenderedChat tokenize_whole(const HfBpeTokenizer& tokenizer, const std::vector<Piece>& pieces) {
+  RenderedChat r;
+  std::string normalized;                          // what the token bytes spell
+  std::vector<std::pair<size_t, size_t>> spans;    // scored byte ranges [begin, end) of `normalized`
+  for (const auto& p : pieces) {
+    const std::string n = tokenizer.normalize(p.text);
+    if (p.scored && !n.empty()) {
+      if (!spans.empty() && spans.back().second == normalized.size())
+        spans.back().second += n.size();
+      else
+        spans.emplace_back(normalized.size(), normalized.size() + n.size());
+    }
+    normalized += n;
+    r.text += p.text;
+  }
+  r.ids = tokenizer.encode(r.text);
+  size_t begin = 0, s = 0;
+  for (int64_t id : r.ids) {
+    const size_t end = begin + tokenizer.bytes_of(id).size();
+    while (s < spans.size() && spans[s].second <= begin) ++s;
+    r.scored.push_back(s < spans.size() && spans[s].first < end ? 1 : 0);
+    begin = end;
+  }
+  if (begin != normalized.size())
+    throw Error("chat template: the tokens of the rendered conversation spell " + std::to_string(begin) +
+                " bytes, not its " + std::to_string(normalized.size()) +
+                " (a normalizer that changes text across a message boundary); cannot mark the assistant tokens");
+  return r;
+}
+
 }  // namespace
 
 std::vector<ChatMessage> chat_messages_from_json(const nlohmann::json& messages, const std::string& origin) {
@@ -176,14 +222,8 @@ RenderedChat ChatTemplate::render(const std::vector<ChatMessage>& messages, bool
       if (add_generation_prompt) text("Assistant: ");
       break;
   }
-  RenderedChat r;
-  for (const auto& p : pieces) {
-    const auto ids = p.id >= 0 ? std::vector<int64_t>{p.id} : tokenizer_->encode(p.text);
-    r.ids.insert(r.ids.end(), ids.begin(), ids.end());
-    r.scored.insert(r.scored.end(), ids.size(), p.scored ? 1 : 0);
-    r.text += p.text;
-  }
-  return r;
+  const auto* hf = dynamic_cast<const HfBpeTokenizer*>(tokenizer_);
+  return hf ? tokenize_whole(*hf, pieces) : tokenize_pieces(*tokenizer_, pieces);
 }
 
 }  // namespace fbt

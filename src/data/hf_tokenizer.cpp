@@ -507,6 +507,17 @@ int64_t HfBpeTokenizer::token_id(const std::string& content) const {
   return it == model_->by_content.end() ? -1 : it->second;
 }
 
+const std::string& HfBpeTokenizer::bytes_of(int64_t id) const {
+  if (id < 0 || id >= model_->vocab)
+    throw Error("HF tokenizer: token id " + std::to_string(id) + " is outside the vocab [0, " +
+                std::to_string(model_->vocab) + ")");
+  return model_->id_bytes[static_cast<size_t>(id)];
+}
+
+std::string HfBpeTokenizer::normalize(std::string_view text) const {
+  return model_->nfc ? fbt::nfc(text) : std::string(text);
+}
+
 nlohmann::json HfBpeTokenizer::meta() const {
   const Model& m = *model_;
   nlohmann::json j = {{"type", type()}, {"vocab_size", m.vocab}, {"bos_id", m.specials.bos},

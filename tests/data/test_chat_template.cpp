@@ -1,7 +1,7 @@
 // ChatTemplate against transformers' apply_chat_template (tests/fixtures/chat_templates): SmolLM2's,
 // a plain ChatML, a Qwen2.5-style default system message and Meta-Llama-3-Instruct's template give
-// the same text and ids; the SFT mask covers exactly the assistant contents and their end-of-turn
-// tokens; the native template; named errors.
+// the same text, ids and SFT mask (return_assistant_tokens_mask) on whole-text tokenization, with
+// leading/trailing whitespace, empty and multi-turn contents; the native template; named errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,11 +35,12 @@ TEST(ChatTemplate, TextAndIdsEqualTransformers) {
     const auto r = tmpl.render(chat_messages_from_json(c.at("messages"), "case"), c.at("add_generation_prompt"));
     EXPECT_EQ(r.text, c.at("text").get<std::string>());
     EXPECT_EQ(r.ids, c.at("ids").get<std::vector<int64_t>>());
-    // Tokenizing piece by piece gives what tokenizing the whole text gives.
-    EXPECT_EQ(r.ids, tok->encode(r.text));
+    // The SFT mask is transformers' return_assistant_tokens_mask of the {% generation %} template.
+    const auto mask = c.at("assistant_masks").get<std::vector<int>>();
+    EXPECT_EQ(std::vector<int>(r.scored.begin(), r.scored.end()), mask);
     ++cases;
   }
-  EXPECT_EQ(cases, 24);
+  EXPECT_EQ(cases, 44);
 }
 
 TEST(ChatTemplate, DetectsFormatsAndDefaultSystem) {

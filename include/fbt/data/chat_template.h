@@ -18,11 +18,16 @@
 // Any other template is refused with an error naming its file; `--chat-template NAME` overrides
 // the detection.
 //
-// Each piece of the rendering is tokenized on its own (special tokens are matched in the text, as
-// HF does); the tests check that this equals tokenizing the whole rendered text. The scored
-// tokens of a conversation are every assistant message's content and its end-of-turn token
-// (<|im_end|>, <|eot_id|>, EOS); role headers, the text after the end token and all other
-// messages are context only.
+// Tokenization (issue 36): with an HF tokenizer the whole rendered text is tokenized at once, as
+// apply_chat_template(tokenize=True) does (special tokens are matched in the text), so a message
+// that starts with whitespace can share a token with its header (SmolLM2: "\n" + "  hi" gives
+// "\n ", " hi"). The scored tokens are those whose bytes overlap an assistant message's content or
+// its end-of-turn token (<|im_end|>, <|eot_id|>, EOS): one rule for a token that straddles the
+// header and the reply, it is scored, as transformers' return_assistant_tokens_mask (TRL's
+// assistant-only loss) marks it. The tests compare text, ids and mask with transformers
+// (tests/fixtures/chat_templates). fbt's own tokenizers (the fbt template) tokenize each piece on
+// its own, so the generation prompt "Assistant: " ends in the tokens every SFT reply followed.
+// Role headers, the text after the end token and all other messages are context only.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -91,6 +91,12 @@ class HfBpeTokenizer : public Tokenizer {
   const std::string& chat_template() const;
   /// The id of the token (added or in the BPE vocab) spelled `content` in tokenizer.json, or -1.
   int64_t token_id(const std::string& content) const;
+  /// The bytes token `id` stands for (an added token: its content), as encode() consumed them:
+  /// bytes_of each id of encode(text), concatenated, give to normalize(text). Throws fbt::Error for an id
+  /// outside [0, vocab_size()).
+  const std::string& bytes_of(int64_t id) const;
+  /// `text` after the tokenizer's normalizer (NFC where tokenizer.json asks for it; else unchanged).
+  std::string normalize(std::string_view text) const;
 
  private:
   struct Model;
