@@ -3,11 +3,16 @@
 #include "fbt/serve/http_server.h"
 
 #include <httplib.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 
@@ -108,10 +113,59 @@ std::function<std::string()> usage_event(const ResponseHeader& header, bool chat
   };
 }
 
-/// Waits for every update of `runner` (a non-streamed request), passing each to `collect`.
-void run_to_end(ChoiceRunner& runner, const std::function<void(const ChoiceUpdate&)>& collect) {
-  while (!runner.done())
+/// The numeric host of a socket address, as cpp-httplib writes Request::remote_addr.
+std::string numeric_host(const sockaddr_storage& a, socklen_t len) {
+  char host[NI_MAXHOST];
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&a), len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0)
+    return "";
+  return host;
+}
+
+/// The socket of the connection `req` came on: the descriptor whose peer is the request's remote
+/// address and port (cpp-httplib 0.11 gives handlers no socket). It stays open, and this
+/// connection's, until the handler returns. -1 if none matches (/proc unreadable).
+int request_socket(const httplib::Request& req) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = -1;
+    const std::string name = entry.path().filename().string();
+    if (std::from_chars(name.data(), name.data() + name.size(), fd).ec != std::errc()) continue;
+    sockaddr_storage peer{};
+    socklen_t len = sizeof peer;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) continue;
+    int port = -1;
+    if (peer.ss_family == AF_INET) port = ntohs(reinterpret_cast<const sockaddr_in&>(peer).sin_port);
+    if (peer.ss_family == AF_INET6) port = ntohs(reinterpret_cast<const sockaddr_in6&>(peer).sin6_port);
+    if (port == req.remote_port && numeric_host(peer, len) == req.remote_addr) return fd;
+  }
+  return -1;
+}
+
+/// Whether the client closed connection `fd` (an orderly close reads as end of file; a reset as
+/// an error). Bytes waiting (a pipelined request) or none yet mean it is still there.
+bool client_gone(int fd) {
+  if (fd < 0) return false;
+  char byte;
+  const ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/// Waits for every update of `runner` (a non-streamed request on `req`'s connection), passing each
+/// to `collect`. A client that closes its connection meanwhile (issue 36; cf. llama.cpp #24496)
+/// has its choices cancelled, freeing their slots within a second: returns false, with `res`
+/// marked 499 (nginx's "client closed request"; nothing is sent).
+bool run_to_end(ChoiceRunner& runner, const httplib::Request& req, httplib::Response& res,
+                const std::function<void(const ChoiceUpdate&)>& collect) {
+  const int fd = request_socket(req);
+  while (!runner.done()) {
     if (const auto update = runner.next(std::chrono::seconds(1))) collect(*update);
+    if (client_gone(fd)) {
+      runner.cancel_all();
+      res.status = 499;
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -272,9 +326,10 @@ void HttpServer::Impl::completions(const httplib::Request& req, httplib::Respons
                          usage_event(header, false, r.params.include_usage, prompt_tokens, runner), inflight);
   }
   std::vector<std::vector<TokenLogprob>> generated(runner->size());
-  run_to_end(*runner, [&](const ChoiceUpdate& u) {
-    if (with_logprobs && u.token) generated[u.choice].push_back(entry(u));
-  });
+  if (!run_to_end(*runner, req, res, [&](const ChoiceUpdate& u) {
+        if (with_logprobs && u.token) generated[u.choice].push_back(entry(u));
+      }))
+    return;
   json choices = json::array();
   for (size_t c = 0; c < runner->size(); ++c) {
     const size_t p = c / n;
@@ -313,7 +368,7 @@ void HttpServer::Impl::chat(const httplib::Request& req, httplib::Response& res,
     return stream_events(res, runner, sse_event(response_object(header, true, true, roles, nullptr)), format,
                          usage_event(header, true, r.params.include_usage, prompt_tokens, runner), inflight);
   }
-  run_to_end(*runner, [](const ChoiceUpdate&) {});
+  if (!run_to_end(*runner, req, res, [](const ChoiceUpdate&) {})) return;
   json choices = json::array();
   for (size_t c = 0; c < runner->size(); ++c)
     choices.push_back(chat_choice(static_cast<int64_t>(c), runner->text(c).text(), runner->finish_reason(c)));
