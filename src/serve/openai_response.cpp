@@ -19,10 +19,16 @@ ResponseHeader make_header(const std::string& prefix, const std::string& model, 
   return {prefix + hex, std::chrono::duration_cast<std::chrono::seconds>(now).count(), model, fbt_mode};
 }
 
+std::string logprob_key(const Tokenizer& tokenizer, int64_t id) {
+  const std::string text = tokenizer.decode({id});
+  if (is_valid_utf8(text) && text.find("\xEF\xBF\xBD") == std::string::npos) return text;
+  return "token_id:" + std::to_string(id);
+}
+
 json legacy_logprobs(const std::vector<TokenLogprob>& entries, const Tokenizer& tokenizer) {
   json tokens = json::array(), logprobs = json::array(), tops = json::array(), offsets = json::array();
   for (const auto& e : entries) {
-    tokens.push_back(tokenizer.decode({e.token}));
+    tokens.push_back(logprob_key(tokenizer, e.token));
     offsets.push_back(e.text_offset);
     if (std::isnan(e.logprob)) {
       logprobs.push_back(nullptr);
@@ -31,7 +37,10 @@ json legacy_logprobs(const std::vector<TokenLogprob>& entries, const Tokenizer& 
     }
     logprobs.push_back(e.logprob);
     json top = json::object();
-    for (const auto& [id, lp] : e.top) top.emplace(tokenizer.decode({id}), lp);  // emplace keeps the first
+    for (const auto& [id, lp] : e.top) {
+      const std::string key = logprob_key(tokenizer, id);
+      top[top.contains(key) ? "token_id:" + std::to_string(id) : key] = lp;
+    }
     tops.push_back(std::move(top));
   }
   return {{"tokens", tokens}, {"token_logprobs", logprobs}, {"top_logprobs", tops}, {"text_offset", offsets}};

@@ -11,10 +11,12 @@ fbt's native template. Exits 77 (CTest's skip) without the `openai` package or t
 import json
 import math
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -127,6 +129,14 @@ def check_echo(run, client):
     assert max(abs(a - b) for a, b in zip(tail, whole[len(tokens) - 1:])) < 1e-4, (tail, whole)
     assert all(abs(max(t.values()) - v) < 1e-6 for t, v in zip(c.logprobs.top_logprobs[len(tokens):], tail))
     print("echo + generation: generated tokens' logprobs equal the reference's; greedy = top-1")
+    # Byte fragments of Japanese and emoji all decode to U+FFFD alone: every top_logprobs object
+    # still has logprobs=5 distinct entries, and each chosen token is among them (issue 36).
+    r = client.completions.create(model="x", prompt="日本語と😀", max_tokens=0, echo=True, logprobs=5)
+    lp = r.choices[0].logprobs
+    assert all(len(top) == 5 for top in lp.top_logprobs[1:]), lp.top_logprobs
+    assert all(tok in top or lp_ < min(top.values()) for tok, top, lp_ in
+               zip(lp.tokens[1:], lp.top_logprobs[1:], lp.token_logprobs[1:])), lp.tokens
+    print("top_logprobs: 5 distinct entries at each of", len(lp.tokens) - 1, "byte-fragment positions")
 
 
 def check_chat(client, fbt, run):
@@ -225,6 +235,31 @@ def check_disconnect(server):
     generated = server.metric("fbt_generated_tokens_total") - before
     assert generated < 4000, generated
     print(f"client gone mid-stream: slot freed, {generated:.0f} of 4000 tokens generated")
+
+    # A non-streamed request whose client goes away (issue 36; cf. llama.cpp #24496): its sequence
+    # is cancelled too, and the next client is answered about as fast as alone.
+    def timed_request():
+        t0 = time.monotonic()
+        status, _, _ = raw_post(server.url, "/v1/completions", json.dumps({"prompt": "a", "max_tokens": 64,
+                                                                           "temperature": 0}))
+        assert status == 200, status
+        return time.monotonic() - t0
+    solo = min(timed_request() for _ in range(3))
+    before = server.metric("fbt_generated_tokens_total")
+    host, port = server.url[len("http://"):].rsplit(":", 1)
+    body = json.dumps({"prompt": "a", "max_tokens": 4000, "temperature": 0}).encode()  # greedy: no early EOS
+    sock = socket.create_connection((host, int(port)), timeout=30)
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 + f"Authorization: Bearer {KEY}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+    wait_for(lambda: server.metric("fbt_generated_tokens_total") > before, timeout=10, what="the request to decode")
+    sock.close()  # the client goes away before its answer
+    wait_for(lambda: server.metric("fbt_active_sequences") == 0, timeout=5, what="the abandoned request's slot")
+    generated = server.metric("fbt_generated_tokens_total") - before
+    assert generated < 4000, generated
+    after = timed_request()
+    assert after < 3 * solo + 1.0, (after, solo)
+    print(f"client gone before a non-streamed answer: slot freed, {generated:.0f} of 4000 tokens generated; "
+          f"next request {after:.2f} s (alone {solo:.2f} s)")
 
 
 def check_sigterm(server):

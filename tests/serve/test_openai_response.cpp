@@ -21,9 +21,15 @@ TEST(OpenAiResponse, LegacyLogprobs) {
                                  bytes);
   EXPECT_EQ(j, json::parse(R"({"tokens": ["", "h", "i"], "token_logprobs": [null, -1.5, -0.25],
       "top_logprobs": [null, {"h": -1.5, "H": -2.0}, {}], "text_offset": [0, 0, 1]})"));
-  // Two ids with the same text: the first (most likely) keeps the key.
+  // Two ids with the same text: the first (most likely) keeps the text, the other is "token_id:ID",
+  // so no entry is lost (issue 36).
   const auto same = legacy_logprobs({{'a', -1.0f, {{ByteTokenizer::kEos, -1.0f}, {ByteTokenizer::kPad, -3.0f}}, 0}}, bytes);
-  EXPECT_EQ(same["top_logprobs"][0], json::parse(R"({"": -1.0})"));
+  EXPECT_EQ(same["top_logprobs"][0], json::parse(R"({"": -1.0, "token_id:256": -3.0})"));
+  // Fragments of one character (0xE3 0x81 0x82 is "あ"): each is "token_id:ID", in "tokens" too,
+  // so a client finds the chosen token among the top entries.
+  const auto frag = legacy_logprobs({{0xE3, -0.5f, {{0xE3, -0.5f}, {0xE4, -1.0f}, {0xE5, -2.0f}}, 0}}, bytes);
+  EXPECT_EQ(frag["tokens"], json::parse(R"(["token_id:227"])"));
+  EXPECT_EQ(frag["top_logprobs"][0], json::parse(R"({"token_id:227": -0.5, "token_id:228": -1.0, "token_id:229": -2.0})"));
 }
 
 TEST(OpenAiResponse, ObjectsAndChunks) {

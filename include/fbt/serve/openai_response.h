@@ -33,9 +33,15 @@ struct TokenLogprob {
   int64_t text_offset = 0;  ///< characters before the token in the choice's text
 };
 
-/// {"tokens": [each token decoded alone], "token_logprobs": [...], "top_logprobs": [{token text:
-/// logprob} per token, null where the logprob is NaN], "text_offset": [...]}. Tokens that decode
-/// to the same text share one key of a top_logprobs object (the first, most likely, wins).
+/// The key of token `id` in "tokens" and "top_logprobs": its text decoded alone, or
+/// "token_id:ID" (vLLM's return_tokens_as_token_ids spelling) when that text is not whole UTF-8
+/// (a byte-fallback or byte-level fragment of a character decodes to U+FFFD or invalid bytes).
+std::string logprob_key(const Tokenizer& tokenizer, int64_t id);
+
+/// {"tokens": [each token's logprob_key], "token_logprobs": [...], "top_logprobs": [{logprob_key:
+/// logprob} per token, null where the logprob is NaN], "text_offset": [...]}. Every entry of a
+/// top_logprobs object has its own key (issue 36): a token whose key an earlier, more likely one
+/// took is written "token_id:ID", so logprobs=N gives N entries.
 nlohmann::json legacy_logprobs(const std::vector<TokenLogprob>& entries, const Tokenizer& tokenizer);
 
 /// {"prompt_tokens", "completion_tokens", "total_tokens"}.
