@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <optional>
 #include <sstream>
 
@@ -198,6 +199,21 @@ void check_output_file(const std::string& flag, const std::string& path) {
   struct stat st {};
   if (::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) fail_path(flag, path, EISDIR);
   check_writable_dir(flag, path, p.has_parent_path() ? p.parent_path() : std::filesystem::path("."));
+}
+
+std::function<void(int64_t, int64_t)> progress_printer(const std::string& what, const std::string& unit) {
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  return [what, unit, tty, last_tenth = int64_t{-1}](int64_t done, int64_t total) mutable {
+    if (tty) {
+      std::cerr << "\r" << what << ": " << done << "/" << total << " " << unit << (done == total ? "\n" : "")
+                << std::flush;
+      return;
+    }
+    const int64_t tenth = total > 0 ? done * 10 / total : 10;
+    if (tenth == last_tenth && done != total) return;
+    last_tenth = tenth;
+    std::cerr << what << ": " << done << "/" << total << " " << unit << "\n" << std::flush;
+  };
 }
 
 void check_output_dir(const std::string& flag, const std::string& path) {

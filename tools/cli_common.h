@@ -2,6 +2,7 @@
 // range validators for numeric flags, and output-path checks made before any work.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -85,6 +86,14 @@ CLI::Validator number_range(double lo, double hi, bool lo_open = false, bool hi_
 /// A sampling temperature: 0 (greedy) or a number in [kMinTemperature, kMaxTemperature]
 /// (include/fbt/infer/generate.h, the range check_temperature enforces).
 CLI::Validator temperature_value();
+
+// ---- progress on stderr
+
+/// A progress callback printing "WHAT: done/total UNIT" on stderr. On a terminal one line is
+/// rewritten in place (carriage return) and ended when done == total; otherwise (a file or a
+/// pipe, issue 36) each printed update is its own line: the first, every tenth of the total, and
+/// the last.
+std::function<void(int64_t, int64_t)> progress_printer(const std::string& what, const std::string& unit);
 
 // ---- output paths, checked before the work that produces them
 

@@ -46,14 +46,6 @@ std::vector<DecodeMode> gen_modes(const EvalArgs& a) {
   return {enum_from_string<DecodeMode>(a.mode, "--mode")};
 }
 
-/// Prints "done/total" progress on stderr, ending the line when done.
-std::function<void(int64_t, int64_t)> progress(const std::string& what, const char* unit) {
-  return [what, unit](int64_t done, int64_t total) {
-    std::cerr << "\r" << what << ": " << done << "/" << total << " " << unit << (done == total ? "\n" : "")
-              << std::flush;
-  };
-}
-
 std::string format_value(double v, const char* format = "%.4f") {
   char text[32];
   std::snprintf(text, sizeof text, format, v);
@@ -66,7 +58,7 @@ void run_mc_task(const EvalArgs& a, LoadedCheckpoint& checkpoint, const Tokenize
   if (options.shots < 0) options.shots = kDefaultMcShots;
   for (int64_t k : mc_passes(a, task.name)) {
     ModelScorer scorer(checkpoint.model, k, a.batch);
-    options.on_progress = progress(task.name + " " + scorer.mode_name(), "items");
+    options.on_progress = cli::progress_printer(task.name + " " + scorer.mode_name(), "items");
     for (const auto& r : evaluate_task(task, docs, tokenizer, scorer, options)) {
       std::cout << "| " << task.name << " | " << scorer.mode_name() << " | " << r.metric << " | "
                 << format_value(r.value) << " | " << format_value(r.stderr_) << " | " << r.n << " |\n"
@@ -101,7 +93,7 @@ ModeOutcomes run_gen_task(const EvalArgs& a, LoadedCheckpoint& checkpoint, const
     options.batch = a.batch;
     options.context = checkpoint.model->config().context;
     const std::string label = mode_label(mode, a.fused_passes);
-    options.on_progress = progress(task.name + " " + label, "completions");
+    options.on_progress = cli::progress_printer(task.name + " " + label, "completions");
     const auto result = evaluate_generation(task, data, tokenizer, generate_fn, options);
     if (result.truncated_prompts > 0)
       std::cerr << "warning: " << task.name << " " << label << ": " << result.truncated_prompts << " of "

@@ -34,10 +34,7 @@ void run_eval_probe(const ProbeArgs& a) {
     const std::string task = examples[f][0].task;
     const int64_t n = examples[f].size();
     const auto results = evaluate_probe(checkpoint.model, *tokenizer, examples[f], a.files[f], a.options,
-                                        [&](int64_t done, int64_t total) {
-                                          std::cerr << "\r" << task << ": " << done << "/" << total << " examples"
-                                                    << (done == total ? "\n" : "") << std::flush;
-                                        });
+                                        cli::progress_printer(task, "examples"));
     const size_t layers = results.size() / 2;  // standard 0..L, then recurrent 0..L
     for (size_t l = 0; l < layers; ++l) {
       const auto &s = results[l].score, &r = results[layers + l].score;
