@@ -2,6 +2,7 @@
 // template, replies streamed token by token in the Standard, Soft or Fused(k) mode, slash commands,
 // Ctrl-C to stop a reply.
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
@@ -178,6 +179,9 @@ void run_chat(ChatArgs a) {
             << " tokens. /help lists the commands; Ctrl-C stops a reply; "
             << "Ctrl-D or /quit leaves.\n";
   const InterruptGuard at_the_prompt(/*restart_interrupted_calls=*/false);
+  // Piped input is not echoed by a terminal: print each line after the prompt, so a reply starts
+  // on its own line instead of reading as if the user typed it (issue 36).
+  const bool echo_input = isatty(STDIN_FILENO) == 0;
   for (;;) {
     // A Ctrl-C that lands while a write outside a reply blocks (a command's answer on a full pty)
     // fails that write with EINTR, and std::cout then drops every later output: clear the error so
@@ -189,6 +193,7 @@ void run_chat(ChatArgs a) {
     // Ctrl-D, the end of the input, or Ctrl-C (the read fails with EINTR). A Ctrl-C that landed
     // just before the read (after a reply) does not end the session with the line typed next.
     if (!std::getline(std::cin, line)) break;
+    if (echo_input) std::cout << line << "\n" << std::flush;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     if (line[0] == '/') {
       if (!run_command(line, a, state)) return;

@@ -80,12 +80,13 @@ TEST(ChatCli, PipedSessionRepliesCommandsAndTruncation) {
   ASSERT_EQ(r.rc, 0) << r.err;
   const std::string reply1 = greedy_reply(model, {{"user", first}}, DecodeMode::Standard, 8);
   const std::string reply2 = greedy_reply(model, {{"user", second}}, DecodeMode::Soft, 8);
-  EXPECT_NE(r.out.find("[standard] you> " + as_printed(reply1) + "\n"), std::string::npos) << r.out;
+  // Piped input is echoed after the prompt, so each reply starts on its own line (issue 36).
+  EXPECT_NE(r.out.find("[standard] you> " + first + "\n" + as_printed(reply1) + "\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("/mode takes one of standard, soft, fused (got 'bogus'); the mode stays standard"),
             std::string::npos) << r.out;
   EXPECT_NE(r.out.find("/temperature takes a number"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(mode soft)"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("[soft] you> " + as_printed(reply2) + "\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[soft] you> " + second + "\n" + as_printed(reply2) + "\n"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("dropped the 2 oldest messages to fit the model context of 64 tokens"), std::string::npos)
       << r.err;
   // [EOS] "User: hello\n\n" "Assistant: " = 1 + 13 + 11; [EOS] "User: second message here\n\n" "Assistant: " = 39
