@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 
 #include "fbt/data/sft_data.h"
 #include "fbt/data/shards.h"
@@ -31,6 +32,7 @@
 #include "fbt/model/precision.h"
 #include "fbt/train/optimizer.h"
 #include "fbt/train/passes.h"
+#include "fbt/train/slowdown_watch.h"
 #include "fbt/train/train_config.h"
 #include "fbt/train/training_checkpoint.h"
 #include "fbt/util/build_info.h"
@@ -223,6 +225,7 @@ class TrainingRun {
   TrainResult result_;
   std::ofstream metrics_;  // stays closed on ranks > 0: their writes are dropped
   bool tty_ = false;
+  SlowdownWatch slowdown_;  // the busy-machine note of the progress line (issue 36)
   std::vector<torch::Tensor> params_;
   std::unique_ptr<GradientSync> sync_;
   std::unique_ptr<Tokenizer> tokenizer_;
@@ -648,16 +651,19 @@ void TrainingRun::record_step(const StepOutcome& s) {
   std::ostringstream loss_text;  // total = L1 + λ·mean(L2..LK): also show pass 1 alone when K > 1
   loss_text << std::fixed << std::setprecision(4) << s.loss;
   if (K > 1) loss_text << " (pass 1: " << s.per_pass[0] << ")";
-  if (tty_) {
+  const std::string slow = slowdown_.update(n / s.step_s, at::get_num_threads());
+  const std::string slow_note = slow.empty() ? "" : "  [" + slow + "]";
+  if (tty_) {  // one line rewritten in place; ESC[K clears what a longer line left
     const int width = 30, filled = int(width * st_.step / tc.steps);
     log_ << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << st_.step << "/"
          << tc.steps << "  loss " << loss_text.str() << "  K=" << K << "  " << std::fixed << std::setprecision(0)
-         << n / s.step_s << " tok/s  ETA " << format_duration(eta) << "   " << std::defaultfloat << std::flush;
+         << n / s.step_s << " tok/s  ETA " << format_duration(eta) << slow_note << "\033[K" << std::defaultfloat
+         << std::flush;
   } else if (st_.step % tc.log_every == 0 || st_.step == tc.steps) {
     log_ << "step " << st_.step << "/" << tc.steps << "  loss " << loss_text.str() << "  K=" << K << "  lr x"
          << std::fixed << std::setprecision(3) << s.lr_factor << "  grad_norm " << std::setprecision(3) << s.grad_norm
          << "  " << std::setprecision(0) << n / s.step_s << " tok/s  elapsed " << format_duration(elapsed)
-         << "  ETA " << format_duration(eta) << "\n"
+         << "  ETA " << format_duration(eta) << slow_note << "\n"
          << std::defaultfloat << std::flush;
   }
 }
