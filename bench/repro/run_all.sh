@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issues 7 and 23 in one command: Setting A (sweep, final and paper-faithful runs), Setting B,
-# the reasoning benchmark (reasoning.sh), then docs/results.md and the SVG plots. Usage:
+# the reasoning benchmark (reasoning.sh) and its latent-carry variant (--skip-fraction 1, issue 38),
+# then docs/results.md and the SVG plots. Usage:
 #   bench/repro/run_all.sh [--quick] [--data-dir DIR] [--skip-b] [--skip-reasoning]
 # --quick: 20-step (A) / 10-step (B) smoke runs into runs/repro-quick, report runs/repro-quick/results.md
 #          (about 10 min on 2 cores; what CI may run). The full version takes hours on a CPU (see
@@ -17,13 +18,16 @@ while [ $# -gt 0 ]; do
     --data-dir) data=(--data-dir "$2"); shift 2 ;;
     --skip-b) skipb=1; shift ;;
     --skip-reasoning) skipr=1; shift ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "run_all.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 "$here/setting_a.sh" "${quick[@]}" "${data[@]}"
 [ "$skipb" = 1 ] || "$here/setting_b.sh" "${quick[@]}" "${data[@]}"
-[ "$skipr" = 1 ] || "$here/reasoning.sh" "${quick[@]}" "${data[@]}"
+if [ "$skipr" = 0 ]; then
+  "$here/reasoning.sh" "${quick[@]}" "${data[@]}"
+  "$here/reasoning.sh" "${quick[@]}" "${data[@]}" --skip-fraction 1 --arms std,winner,residual,stdw
+fi
 if [ ${#quick[@]} -gt 0 ]; then
   python3 "$here/analyze.py" --runs "$repo/runs/repro-quick" --out "$repo/runs/repro-quick/results.md"
 else
