@@ -5,20 +5,22 @@
 
 namespace fbt {
 
-std::string SlowdownWatch::update(double tokens_per_s, int threads) {
-  if (!std::isfinite(tokens_per_s) || tokens_per_s <= 0) return "";
+std::string SlowdownWatch::update(double token_passes_per_s, double cpu_share, int threads) {
+  if (!std::isfinite(token_passes_per_s) || token_passes_per_s <= 0) return "";
   if (++seen_ <= warmup_) return "";
-  if (best_ > 0 && tokens_per_s < ratio_ * best_) {
-    ++streak_;
-  } else {
-    streak_ = 0;
-  }
-  if (tokens_per_s > best_) best_ = tokens_per_s;
+  const bool starved = std::isfinite(cpu_share) && cpu_share < kStarvedShare;
+  const bool slow = best_ > 0 && token_passes_per_s < ratio_ * best_;
+  streak_ = starved || slow ? streak_ + 1 : 0;
+  if (token_passes_per_s > best_) best_ = token_passes_per_s;
   if (streak_ < streak_needed_) return "";
   const std::string remedy = threads > 1 ? "try --threads " + std::to_string(threads - 1)
                                          : "free a core or wait for the other process";
-  return "slow: " + std::to_string(std::lround(100 * tokens_per_s / best_)) + "% of this run's best " +
-         std::to_string(std::lround(best_)) + " tok/s; another process may be using a core: " + remedy;
+  if (starved)
+    return "busy: the " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") + " got " +
+           std::to_string(std::lround(100 * cpu_share)) + "% of their CPU time; another process is using a core: " +
+           remedy;
+  return "slow: " + std::to_string(std::lround(100 * token_passes_per_s / best_)) +
+         "% of this run's best speed; another process may be using a core: " + remedy;
 }
 
 }  // namespace fbt

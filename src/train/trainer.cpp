@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <ctime>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -91,6 +92,7 @@ struct StepOutcome {
   double grad_norm = std::nan("");
   double comm_s = 0;             // all-reduce time not hidden by backward
   double step_s = 0;             // wall-clock seconds of the step
+  double cpu_s = 0;              // CPU seconds of the whole process (all threads) during the step
   bool ok = false;               // finite loss and gradient: the update was applied
   int stop = 0;                  // SIGINT/SIGTERM seen by any rank, else 0
   int64_t tokens = 0;            // input tokens of the step (padding excluded), all ranks
@@ -532,6 +534,7 @@ void TrainingRun::start_gradient_sync() {
 StepOutcome TrainingRun::train_step() {
   const auto& tc = rc_.train;
   const auto step_start = std::chrono::steady_clock::now();
+  const std::clock_t cpu_start = std::clock();
   StepOutcome s;
   s.passes = tc.pass_schedule.draw(st_.step, tc.steps, pass_rng_);
   s.lr_factor = tc.lr_factor(st_.step);
@@ -610,6 +613,7 @@ StepOutcome TrainingRun::train_step() {
   for (auto& p : params_) p.mutable_grad() = torch::Tensor();
   ++st_.step;
   s.step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+  s.cpu_s = double(std::clock() - cpu_start) / CLOCKS_PER_SEC;
   return s;
 }
 
@@ -651,7 +655,8 @@ void TrainingRun::record_step(const StepOutcome& s) {
   std::ostringstream loss_text;  // total = L1 + λ·mean(L2..LK): also show pass 1 alone when K > 1
   loss_text << std::fixed << std::setprecision(4) << s.loss;
   if (K > 1) loss_text << " (pass 1: " << s.per_pass[0] << ")";
-  const std::string slow = slowdown_.update(n / s.step_s, at::get_num_threads());
+  const int threads = at::get_num_threads();
+  const std::string slow = slowdown_.update(double(n * K) / s.step_s, s.cpu_s / (s.step_s * threads), threads);
   const std::string slow_note = slow.empty() ? "" : "  [" + slow + "]";
   if (tty_) {  // one line rewritten in place; ESC[K clears what a longer line left
     const int width = 30, filled = int(width * st_.step / tc.steps);
