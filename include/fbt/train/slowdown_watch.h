@@ -30,8 +30,9 @@ class SlowdownWatch {
   static constexpr double kStarvedShare = 0.8;
 
  private:
-  int64_t warmup_, streak_needed_;
+  int64_t warmup_;
   double ratio_;
+  int64_t streak_needed_;
   int64_t seen_ = 0, streak_ = 0;
   double best_ = 0;
 };
