@@ -10,7 +10,8 @@
 //   POST /v1/chat/completions  OpenAI chat completions
 // With an API key, /v1/* need "Authorization: Bearer KEY" (else 401). Streams are server-sent
 // events ending with "data: [DONE]"; a client that goes away mid-stream has its sequences
-// cancelled at the next write. Every handler answers errors as api_error.h's JSON; none throws
+// cancelled at the next write, and one that closes its connection before a non-streamed answer
+// within a second (its socket is peeked). Every handler answers errors as api_error.h's JSON; none throws
 // out of the handler.
 #pragma once
 #include <cstdint>
