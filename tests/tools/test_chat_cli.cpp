@@ -212,8 +212,9 @@ TEST(ChatCli, CtrlCWhileAWriteBlocksStillStopsTheReply) {
   const int64_t reply = story_reply_tokens(stderr_text);
   ASSERT_GE(reply, 0) << stderr_text;
   EXPECT_LT(reply, 12000);
-  // Every token of the reply reached the pipe: it is the greedy reply of that length.
-  const std::string prompt = "[standard] you> ";
+  // Every token of the reply reached the pipe: it is the greedy reply of that length (after the
+  // prompt and the echoed piped line).
+  const std::string prompt = "[standard] you> tell me a long story\n";
   const size_t from = text.find(prompt) + prompt.size(), to = text.find(" [stopped]");
   ASSERT_TRUE(from >= prompt.size() && to != std::string::npos && to >= from) << text;
   EXPECT_EQ(text.substr(from, to - from),
