@@ -14,7 +14,7 @@
 #include "fbt/infer/cpu_decoder.h"
 #include "fbt/infer/decode.h"
 #include "fbt/model/model.h"
-#include "fbt/train/passes.h"
+#include "fbt/model/passes.h"
 
 namespace fbt::testing {
 

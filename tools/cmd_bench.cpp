@@ -14,6 +14,7 @@
 #include "fbt/infer/batch_gemv.h"
 #include "fbt/infer/cpu_decoder.h"
 #include "fbt/io/run_dir.h"
+#include "fbt/util/atomic_file.h"
 #include "fbt/util/build_info.h"
 #include "fbt/util/error.h"
 #include "fbt/util/huge_pages.h"
@@ -33,8 +34,8 @@ struct BenchArgs {
 };
 
 /// Model shapes `fbt bench` knows: the presets, and llama-134m — the D=768, L=12, H=12,
-/// d_ff=2048, V=32000 shape of the llama.cpp comparison in issue 8 (the 6.45 M shape of that
-/// comparison is the `small` preset).
+/// d_ff=2048, V=32000 shape of the llama.cpp comparison (docs/benchmarks.md; the 6.45 M shape of
+/// that comparison is the `small` preset).
 ModelConfig bench_shape(const std::string& name) {
   if (name != "llama-134m") return ModelConfig::preset(name);
   auto c = ModelConfig::preset("small");

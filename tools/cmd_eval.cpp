@@ -14,6 +14,7 @@
 #include "fbt/eval/mc.h"
 #include "fbt/eval/mcnemar.h"
 #include "fbt/io/run_dir.h"
+#include "fbt/util/atomic_file.h"
 #include "fbt/util/error.h"
 
 namespace fbt::cli {

@@ -9,6 +9,7 @@
 #include "fbt/data/shards.h"
 #include "fbt/eval/loss.h"
 #include "fbt/io/run_dir.h"
+#include "fbt/util/atomic_file.h"
 #include "fbt/util/error.h"
 
 namespace fbt::cli {
@@ -17,7 +18,7 @@ namespace {
 struct EvalLossArgs {
   std::string checkpoint, data, split = "val", json, device = "auto", decode_weights;
   LossEvalOptions options;
-  bool contraction = false, verify = false;
+  bool contraction = false, verify = false, sequential = false;
   int64_t max_passes = 30;
 };
 
@@ -25,7 +26,7 @@ struct EvalLossArgs {
 /// cut to `window` tokens, after 0..K fused passes.
 void run_conversation_loss(const EvalLossArgs& a, LoadedCheckpoint& checkpoint, const Tokenizer& tokenizer,
                            int64_t window) {
-  if (a.contraction || a.options.sequential || !a.decode_weights.empty())
+  if (a.contraction || a.sequential || !a.decode_weights.empty())
     throw Error("--contraction, --sequential and --decode-weights score token windows; " + a.data +
                 " is a conversation dataset");
   const auto nats = evaluate_conversation_loss(checkpoint.model, SftData::open(a.data, a.split), a.options.batch, window,
@@ -57,12 +58,14 @@ void run_eval_loss(const EvalLossArgs& a) {
   if (is_conversation_dataset(read_dataset_meta(a.data))) return run_conversation_loss(a, checkpoint, *tokenizer, window);
 
   LossEvalOptions options = a.options;
+  if (a.sequential) options.rows.push_back(sequential_row(checkpoint.model));
   if (!a.decode_weights.empty()) {
     if (!CpuDecoder::supports(checkpoint.model))
       throw Error("--decode-weights: the CPU decode step needs an fp32 model on the CPU (--device cpu) without "
                   "attention biases or scaled RoPE");
-    options.decoder = std::make_shared<CpuDecoder>(
-        checkpoint.model, CpuDecoderOptions{false, parse_decode_weights(a.decode_weights, "--decode-weights")});
+    for (auto& row : decode_rows(checkpoint.model, std::make_shared<CpuDecoder>(checkpoint.model, CpuDecoderOptions{
+                                                       false, parse_decode_weights(a.decode_weights, "--decode-weights")})))
+      options.rows.push_back(std::move(row));
   }
   const auto results = evaluate_loss(checkpoint.model, shard, *tokenizer, options);
   std::cout << "checkpoint " << checkpoint.model_file << " (step " << checkpoint.info.step << "), data "
@@ -116,7 +119,7 @@ void add_eval_loss_command(CLI::App& app) {
       ->capture_default_str()
       ->check(count_or_all());
   cmd->add_option("--passes", a->options.passes, "Report 0..K fused prefill passes")->capture_default_str()->check(integer_range(0));
-  cmd->add_flag("--sequential", a->options.sequential, "Also score the exact sequential soft recurrence (slow)");
+  cmd->add_flag("--sequential", a->sequential, "Also score the exact sequential soft recurrence (slow)");
   cmd->add_option("--decode-weights", a->decode_weights,
                   "Also score teacher-forced decoding through the CPU decode step with fp32, int8 (Q8_0) or int4 "
                   "(Q4_0) weights, standard and soft (rows 'decode standard', 'decode soft'; slow): quantisation's cost in loss")

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "fbt/eval/probe.h"
 #include "fbt/io/run_dir.h"
+#include "fbt/util/atomic_file.h"
 
 namespace fbt::cli {
 namespace {

@@ -8,6 +8,7 @@
 #include "fbt/data/synth.h"
 #include "fbt/data/synth_arithmetic.h"
 #include "fbt/io/run_dir.h"
+#include "fbt/util/atomic_file.h"
 #include "fbt/util/error.h"
 
 namespace fbt::cli {

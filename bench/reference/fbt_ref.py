@@ -2,7 +2,7 @@
 """fbt_ref.py — a plain PyTorch reference of the Full-Bandwidth Transformer (FBT).
 
 The same model, K-pass training objective, NorMuon + Adam step and cached decoding as the
-C++/libtorch implementation (src/model/model.cpp, src/train/passes.cpp, src/train/normuon.cpp,
+C++/libtorch implementation (src/model/model.cpp, src/model/passes.cpp, src/train/normuon.cpp,
 src/train/optimizer.cpp, src/infer/decode.cpp, src/model/cache.cpp), written to be read next to
 /work/shared/docs/SPEC.md. Two uses:
 
@@ -334,7 +334,7 @@ def prefix_mask(B, T, mixin_prob, generator=None):
 
 def forward_passes(model, tokens, targets, passes, jitter=0.0, mixin_prob=0.0, z_loss=0.0,
                    later_weight=1.0, detach=False, generator=None):
-    """The K-pass objective of src/train/passes.cpp (SPEC §5). Returns (total, [CE per pass],
+    """The K-pass objective of src/model/passes.cpp (SPEC §5). Returns (total, [CE per pass],
     [z-loss per pass]); total = L1 + λ·mean(L2..LK), L_k = CE_k + z_k. targets [B,T] int64,
     -1 ignored; CE is the mean over scored positions, z_k = z_loss · mean over scored positions
     of logsumexp(logits)²."""

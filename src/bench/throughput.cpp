@@ -13,7 +13,7 @@
 #include "fbt/infer/graph_decoder.h"
 #include "fbt/model/precision.h"
 #include "fbt/train/optimizer.h"
-#include "fbt/train/passes.h"
+#include "fbt/model/passes.h"
 #include "fbt/train/trainer.h"
 #include "fbt/util/error.h"
 #include "fbt/util/memory_stats.h"

@@ -16,7 +16,7 @@
 #include <unordered_map>
 
 #include "fbt/data/hf_pretokenizer.h"
-#include "fbt/io/run_dir.h"
+#include "fbt/util/atomic_file.h"
 #include "fbt/util/error.h"
 #include "fbt/util/read_file.h"
 #include "fbt/util/hash.h"

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <random>
 
-#include "fbt/eval/tasks.h"
+#include "fbt/data/records.h"
 #include "fbt/util/error.h"
 
 namespace fbt {

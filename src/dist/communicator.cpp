@@ -3,9 +3,7 @@
 // c10d::ProcessGroup, 2.x's from c10d::Backend; both keep the constructors used here.
 #include "fbt/dist/communicator.h"
 
-#include <algorithm>
 #include <cstdlib>
-#include <numeric>
 #include <optional>
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -23,7 +21,6 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
-#include "fbt/train/normuon.h"
 #include "fbt/util/error.h"
 
 namespace fbt {
@@ -170,34 +167,6 @@ std::vector<std::string> Communicator::gather_strings(const std::string& key, co
     impl_->store->deleteKey(slot(r));
   }
   return out;
-}
-
-std::vector<torch::Tensor> orthogonalize_sharded(Communicator& comm, const std::vector<torch::Tensor>& U,
-                                                 int64_t ns_steps) {
-  // Greedy balance: largest cost first, to the least-loaded rank (deterministic on every rank).
-  std::vector<size_t> order(U.size());
-  std::iota(order.begin(), order.end(), 0);
-  auto cost = [&](size_t i) {
-    const double m = double(U[i].size(0)), n = double(U[i].size(1));
-    return m * n * std::min(m, n);
-  };
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cost(a) > cost(b); });
-  std::vector<double> load(comm.size(), 0.0);
-  std::vector<std::vector<size_t>> owned(comm.size());  // matrices per rank
-  for (size_t i : order) {
-    const auto r = size_t(std::min_element(load.begin(), load.end()) - load.begin());
-    load[r] += cost(i);
-    owned[r].push_back(i);
-  }
-  std::vector<torch::Tensor> O(U.size());
-  for (int64_t r = 0; r < comm.size(); ++r) {
-    if (owned[r].empty()) continue;
-    for (size_t i : owned[r]) O[i] = r == comm.rank() ? newton_schulz5(U[i], ns_steps) : torch::empty_like(U[i]);
-    std::vector<torch::Tensor> mine;
-    for (size_t i : owned[r]) mine.push_back(O[i]);
-    comm.broadcast(mine, r);
-  }
-  return O;
 }
 
 }  // namespace fbt

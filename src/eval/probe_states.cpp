@@ -3,7 +3,7 @@
 
 #include <torch/torch.h>
 
-#include "fbt/train/passes.h"
+#include "fbt/model/passes.h"
 #include "fbt/util/error.h"
 
 namespace fbt {

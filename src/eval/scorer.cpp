@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "fbt/train/passes.h"
+#include "fbt/model/passes.h"
 #include "fbt/util/error.h"
 
 namespace fbt {

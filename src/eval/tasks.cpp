@@ -3,12 +3,9 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <regex>
-#include <sstream>
 
-#include <zlib.h>
-
+#include "fbt/data/records.h"
 #include "fbt/util/error.h"
 
 namespace fbt {
@@ -141,89 +138,10 @@ Doc lambada_doc(const nlohmann::json& r) {
   return shared_context(text.substr(0, space), {text.substr(space + 1)}, 0);
 }
 
-/// The bytes of `path`, gunzipped if `gzip`. Throws fbt::Error naming the file.
-std::string read_text(const std::string& path, bool gzip) {
-  if (!gzip) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error("cannot read task file '" + path + "'");
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
-  const gzFile file = gzopen(path.c_str(), "rb");
-  if (file == nullptr) throw Error("cannot read task file '" + path + "'");
-  std::string text;
-  char buffer[1 << 16];
-  int got;
-  while ((got = gzread(file, buffer, sizeof buffer)) > 0) text.append(buffer, static_cast<size_t>(got));
-  int code = Z_OK;
-  const std::string message = got < 0 ? gzerror(file, &code) : "";
-  gzclose(file);
-  if (got < 0) throw Error(path + ": cannot decompress: " + message);
-  return text;
-}
-
-/// Calls f(line, line_number) for each line of `path` ('\n'-separated, a final '\r' removed).
-template <class F>
-void for_each_line(const std::string& path, F&& f, bool gzip = false) {
-  std::istringstream in(read_text(path, gzip));
-  std::string line;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    f(line, number);
-  }
-}
-
-nlohmann::json parse_json(const std::string& text, const std::string& where) {
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(where + ": invalid JSON: " + e.what());
-  }
-}
-
-}  // namespace
-
-std::vector<nlohmann::json> read_records(const std::string& path, RecordFormat format) {
-  std::vector<nlohmann::json> records;
-  switch (format) {
-    case RecordFormat::JsonArray: {
-      const auto all = parse_json(read_text(path, false), path);
-      if (!all.is_array()) throw Error(path + ": expected a JSON array of records");
-      records.assign(all.begin(), all.end());
-      break;
-    }
-    case RecordFormat::JsonLines:
-    case RecordFormat::GzipJsonLines:
-      for_each_line(
-          path,
-          [&](const std::string& line, int64_t number) {
-            if (!strip(line).empty()) records.push_back(parse_json(line, path + ":" + std::to_string(number)));
-          },
-          format == RecordFormat::GzipJsonLines);
-      break;
-    case RecordFormat::HellaSwagText: {
-      std::vector<std::string> lines;
-      for_each_line(path, [&](const std::string& line, int64_t) { lines.push_back(line); });
-      if (lines.size() % 6 != 0)
-        throw Error(path + ": " + std::to_string(lines.size()) + " lines, not a multiple of 6 (query, label, 4 endings)");
-      for (size_t i = 0; i < lines.size(); i += 6) {
-        if (lines[i + 1].size() != 1 || lines[i + 1][0] < '0' || lines[i + 1][0] > '3')
-          throw Error(path + ":" + std::to_string(i + 2) + ": label \"" + lines[i + 1] + "\" is not 0-3");
-        records.push_back({{"query", lines[i]},
-                           {"label", lines[i + 1][0] - '0'},
-                           {"endings", nlohmann::json::array({lines[i + 2], lines[i + 3], lines[i + 4], lines[i + 5]})}});
-      }
-      break;
-    }
-  }
-  return records;
-}
-
-namespace {
-
 /// Sets record["label"] from line i of `path` (choice indices; blank lines are skipped).
 void attach_labels(std::vector<nlohmann::json>& records, const std::string& path) {
   std::vector<int64_t> labels;
-  for_each_line(path, [&](const std::string& line, int64_t number) {
+  for_each_record_line(path, [&](const std::string& line, int64_t number) {
     if (strip(line).empty()) return;
     labels.push_back(parse_index(line));
     if (labels.back() < 0)

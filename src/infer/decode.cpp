@@ -1,7 +1,7 @@
 // Prefill and decode steps for Standard, Soft and Fused(k) decoding with a KV cache (SPEC §7).
 #include "fbt/infer/decode.h"
 
-#include "fbt/train/passes.h"
+#include "fbt/model/passes.h"
 #include "fbt/util/error.h"
 
 namespace fbt {

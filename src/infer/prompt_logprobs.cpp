@@ -6,7 +6,7 @@
 #include <limits>
 #include <string>
 
-#include "fbt/train/passes.h"
+#include "fbt/model/passes.h"
 #include "fbt/util/error.h"
 
 namespace fbt {

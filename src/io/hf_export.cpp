@@ -6,6 +6,7 @@
 #include "fbt/io/hf_import.h"
 #include "fbt/io/run_dir.h"
 #include "fbt/io/safetensors.h"
+#include "fbt/util/atomic_file.h"
 #include "fbt/util/build_info.h"
 #include "fbt/util/error.h"
 

@@ -11,6 +11,7 @@
 #include "fbt/io/checkpoint.h"
 #include "fbt/io/run_dir.h"
 #include "fbt/io/safetensors.h"
+#include "fbt/util/atomic_file.h"
 #include "fbt/util/build_info.h"
 #include "fbt/util/error.h"
 #include "fbt/util/hash.h"

@@ -1,17 +1,14 @@
 // Run directory layout: step directory names, the `latest` pointer, --checkpoint resolution.
 #include "fbt/io/run_dir.h"
 
-#include <fcntl.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "fbt/util/atomic_file.h"
 #include "fbt/util/error.h"
 
 namespace fbt {
@@ -21,52 +18,6 @@ std::string step_dir_name(int64_t step) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "step-%07lld", static_cast<long long>(step));
   return buf;
-}
-
-namespace {
-
-/// fsync()s `path` (a file, or a directory so that a rename in it is durable); throws fbt::Error.
-void sync_path(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_WRONLY) | O_CLOEXEC);
-  if (fd < 0) throw Error(path + ": cannot open to sync: " + std::strerror(errno));
-  const int rc = ::fsync(fd), err = errno;
-  ::close(fd);
-  if (rc != 0) throw Error(path + ": fsync failed: " + std::strerror(err));
-}
-
-}  // namespace
-
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    const int open_errno = errno;
-    if (!f) throw Error(path + ": cannot write file " + tmp + ": " + std::strerror(open_errno));
-    f << text;
-    f.flush();
-    if (!f) {
-      const int err = errno;  // open() or write()'s error, before remove() can change it
-      std::error_code ignored;
-      fs::remove(tmp, ignored);
-      throw Error(path + ": cannot write file '" + tmp + "': " + std::strerror(err));
-    }
-  }
-  try {
-    sync_path(tmp, false);  // the bytes reach the disk before the rename makes them the file
-  } catch (const Error&) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    throw;
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    const std::string why = ec.message();
-    fs::remove(tmp, ec);
-    throw Error(path + ": cannot rename temporary file into place: " + why);
-  }
-  const auto parent = fs::absolute(path).parent_path().string();
-  sync_path(parent, true);  // and the rename survives a power loss
 }
 
 void write_directory_atomic(const std::string& out_dir, const std::function<void(const std::string& partial)>& fill) {

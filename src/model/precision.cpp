@@ -5,6 +5,14 @@
 #include <torch/version.h>
 
 namespace fbt {
+
+template <>
+const EnumNames<Precision>& enum_names<Precision>() {
+  static const EnumNames<Precision> names{
+      {Precision::Auto, "auto"}, {Precision::FP32, "fp32"}, {Precision::BF16, "bf16"}};
+  return names;
+}
+
 namespace {
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)

@@ -123,12 +123,6 @@ const EnumNames<CooldownShape>& enum_names<CooldownShape>() {
                                               {CooldownShape::OneMinusSqrt, "1-sqrt"}};
   return names;
 }
-template <>
-const EnumNames<Precision>& enum_names<Precision>() {
-  static const EnumNames<Precision> names{
-      {Precision::Auto, "auto"}, {Precision::FP32, "fp32"}, {Precision::BF16, "bf16"}};
-  return names;
-}
 
 template <>
 const EnumNames<MixinDraw>& enum_names<MixinDraw>() {
@@ -140,7 +134,7 @@ TrainConfig TrainConfig::preset(const std::string& name) {
   ModelConfig::preset(name);  // throws for an unknown name
   TrainConfig c;
   if (name == "small") {
-    // The winner of issue 7's Setting-A sweep (docs/results.md, bench/repro/recipes.py e23-tok.wg0.1):
+    // The winner of the Setting-A sweep (docs/results.md "Setting A", bench/repro/recipes.py e23-tok.wg0.1):
     // K=2/3 (0.88/0.12) on every step instead of K=1 for the first 75%, and the small-model
     // Adam lr 3e-3 with a 100-step warmup. The paper's schedule made every fused mode worse than
     // standard at this scale (fused(1) 1.86 vs 1.71 nats/char, 3 seeds).

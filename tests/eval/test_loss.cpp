@@ -9,7 +9,7 @@
 
 #include "fbt/eval/loss.h"
 #include "fbt/infer/cpu_decoder.h"
-#include "fbt/train/passes.h"
+#include "fbt/model/passes.h"
 #include "fbt/util/error.h"
 #include "test_model_helpers.h"
 
@@ -79,7 +79,7 @@ TEST_F(EvalLoss, LastPassMatchesSequentialWhenPassesCoverTheWindow) {
   LossEvalOptions o;
   o.max_tokens = -1;
   o.passes = kContext;
-  o.sequential = true;
+  o.rows = {sequential_row(model)};
   o.batch = 3;
   const auto results = evaluate_loss(model, TokenShard::open(shard_path), tokenizer, o);
   ASSERT_EQ(results.size(), static_cast<size_t>(kContext + 2));
@@ -98,9 +98,9 @@ TEST_F(EvalLoss, DecodeRowsMatchStandardAndSequentialInFp32) {
   LossEvalOptions o;
   o.max_tokens = -1;
   o.passes = 0;
-  o.sequential = true;
+  o.rows = {sequential_row(model)};
   o.batch = 2;
-  o.decoder = std::make_shared<CpuDecoder>(model);
+  for (auto& row : decode_rows(model, std::make_shared<CpuDecoder>(model))) o.rows.push_back(row);
   const auto fp32 = evaluate_loss(model, TokenShard::open(shard_path), tokenizer, o);
   ASSERT_EQ(fp32.size(), 4u);
   EXPECT_EQ(fp32[2].name, "decode standard");
@@ -109,7 +109,9 @@ TEST_F(EvalLoss, DecodeRowsMatchStandardAndSequentialInFp32) {
   EXPECT_NEAR(fp32[3].nats_per_token, fp32[1].nats_per_token, 1e-5);
   EXPECT_GT(std::abs(fp32[3].nats_per_token - fp32[2].nats_per_token), 1e-3);  // soft is not standard here
 
-  o.decoder = std::make_shared<CpuDecoder>(model, CpuDecoderOptions{false, DecodeWeights::Int8});
+  o.rows = {sequential_row(model)};
+  for (auto& row : decode_rows(model, std::make_shared<CpuDecoder>(model, CpuDecoderOptions{false, DecodeWeights::Int8})))
+    o.rows.push_back(row);
   const auto int8 = evaluate_loss(model, TokenShard::open(shard_path), tokenizer, o);
   for (int m : {2, 3}) {
     EXPECT_NEAR(int8[m].nats_per_token, fp32[m].nats_per_token, 0.05) << int8[m].name;
@@ -198,7 +200,7 @@ TEST_F(EvalLoss, ContractionCurveMatchesKPassForwardAndReachesTheFixedPoint) {
   o.max_tokens = -1;
   o.batch = 2;
   o.passes = 3;
-  o.sequential = true;
+  o.rows = {sequential_row(model)};
   const auto shard = TokenShard::open(shard_path);
   const auto losses = evaluate_loss(model, shard, tokenizer, o);
   const auto curve = contraction_curve(model, shard, tokenizer, kContext + 2, o);

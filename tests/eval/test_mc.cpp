@@ -12,7 +12,7 @@
 #include "cli_test_helpers.h"
 #include "fbt/eval/mc.h"
 #include "fbt/infer/decode.h"
-#include "fbt/train/passes.h"
+#include "fbt/model/passes.h"
 #include "fbt/util/error.h"
 #include "temp_dir.h"
 

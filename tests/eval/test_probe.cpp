@@ -10,7 +10,7 @@
 #include "cli_test_helpers.h"
 #include "fbt/eval/linear_probe.h"
 #include "fbt/eval/probe_states.h"
-#include "fbt/train/passes.h"
+#include "fbt/model/passes.h"
 #include "fbt/util/error.h"
 
 namespace fbt {

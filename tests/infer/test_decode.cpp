@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "fbt/infer/decode.h"
-#include "fbt/train/passes.h"
+#include "fbt/model/passes.h"
 #include "test_model_helpers.h"
 
 namespace fbt {

@@ -9,7 +9,7 @@
 #include "expect_error.h"
 #include "fbt/eval/scorer.h"
 #include "fbt/infer/prompt_logprobs.h"
-#include "fbt/train/passes.h"
+#include "fbt/model/passes.h"
 #include "test_model_helpers.h"
 
 namespace fbt {

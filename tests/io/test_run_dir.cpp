@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "fbt/io/run_dir.h"
+#include "fbt/util/atomic_file.h"
 #include "fbt/util/error.h"
 #include "cli_test_helpers.h"
 #include "expect_error.h"

@@ -23,7 +23,7 @@
 #include "fbt/io/hf_import.h"
 #include "fbt/io/run_dir.h"
 #include "fbt/io/safetensors.h"
-#include "fbt/train/passes.h"
+#include "fbt/model/passes.h"
 #include "fbt/train/trainer.h"
 #include "fusion_residual_checks.h"
 #include "temp_dir.h"

@@ -7,7 +7,7 @@
 #include <torch/version.h>
 
 #include "fbt/model/precision.h"
-#include "fbt/train/passes.h"
+#include "fbt/model/passes.h"
 #include "test_model_helpers.h"
 
 namespace fbt {

@@ -18,7 +18,7 @@
 
 #include "fbt/io/checkpoint.h"
 #include "fbt/io/safetensors.h"
-#include "fbt/train/passes.h"
+#include "fbt/model/passes.h"
 #include "spawn_logged.h"
 #include "temp_dir.h"
 #include "test_model_helpers.h"

@@ -147,7 +147,7 @@ TEST_F(GenerateCli, EvalLossPrintsTableAndWritesJson) {
   LossEvalOptions o;
   o.max_tokens = 128;
   o.passes = 2;
-  o.sequential = true;
+  o.rows = {sequential_row(model)};
   const auto expected = evaluate_loss(model, open_split(data.string(), "train"), tokenizer, o);
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(results[i].at("name"), expected[i].name);

@@ -9,10 +9,10 @@
 
 #include "fbt/data/prepare.h"
 #include "fbt/data/sft_data.h"
-#include "fbt/eval/loss.h"
+#include "fbt/train/held_out_loss.h"
 #include "fbt/io/checkpoint.h"
 #include "fbt/model/model.h"
-#include "fbt/train/passes.h"
+#include "fbt/model/passes.h"
 #include "fbt/train/trainer.h"
 #include "temp_dir.h"
 

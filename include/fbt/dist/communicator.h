@@ -80,12 +80,4 @@ class Communicator::Pending {
   virtual void wait() = 0;
 };
 
-/// NorMuon orthogonalisation shared across ranks (modded-nanogpt style): matrix i of `U`
-/// (same list, same shapes, on every rank) goes to one rank by a greedy balance of the
-/// Newton–Schulz cost m·n·min(m,n); each rank runs newton_schulz5 on its own matrices, then
-/// every rank broadcasts its results (one flat buffer per rank) so all ranks return the same
-/// list of [m,n] tensors.
-std::vector<torch::Tensor> orthogonalize_sharded(Communicator& comm, const std::vector<torch::Tensor>& U,
-                                                 int64_t ns_steps);
-
 }  // namespace fbt

@@ -28,6 +28,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fbt/data/records.h"
+
 namespace fbt {
 
 /// lm-eval's default target_delimiter: put between a context and the choice that continues it.
@@ -55,14 +57,6 @@ enum class Metric {
 /// The metric's name in tables and JSON ("acc", "acc_norm", "acc_bytes", "perplexity").
 std::string metric_name(Metric metric);
 
-/// How a task file is read into JSON records.
-enum class RecordFormat {
-  JsonArray,      ///< one JSON array of objects
-  JsonLines,      ///< one JSON object per line (blank lines skipped)
-  HellaSwagText,  ///< llama.cpp's 6 lines per item -> {"query", "label" (int), "endings" [4]}
-  GzipJsonLines,  ///< JsonLines compressed with gzip (e.g. HumanEval.jsonl.gz)
-};
-
 /// Everything that makes a task: where its records are, how one record becomes a Doc (the
 /// prompt template and the gold index), what is reported and which records form the few-shot pool.
 struct TaskSpec {
@@ -77,11 +71,6 @@ struct TaskSpec {
   std::vector<Metric> metrics;
   int64_t fewshot_pool = 100;  ///< the last this many records: few-shot pool, never evaluated
 };
-
-/// The records of the file `path` in `format`, in file order (HellaSwagText: the objects described
-/// at RecordFormat). Throws fbt::Error naming the file (and line) if it cannot be read, decompressed
-/// or parsed.
-std::vector<nlohmann::json> read_records(const std::string& path, RecordFormat format);
 
 /// The built-in tasks, in the order of `fbt eval --help`.
 const std::vector<TaskSpec>& builtin_tasks();

@@ -24,10 +24,6 @@ std::string resolve_checkpoint(const std::string& path);
 std::string run_dir_of(const std::string& model_file);
 /// Atomically points RUNDIR/latest at `step_dir_name` (temporary file + rename).
 void write_latest(const std::string& run_dir, const std::string& step_dir_name);
-/// Writes `text` to `path` via `path.tmp`, fsync and rename, then fsyncs the directory, so a
-/// crash or power loss leaves either the old or the new file; throws fbt::Error naming the path
-/// and the OS error on failure (the old file is then untouched).
-void write_file_atomic(const std::string& path, const std::string& text);
 
 /// Creates directory `out_dir` all at once (`fbt import`, `fbt export`): throws fbt::Error
 /// "--out 'OUT' already exists ..." before anything is written unless OUT is absent or an empty

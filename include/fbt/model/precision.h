@@ -3,9 +3,15 @@
 #pragma once
 #include <torch/types.h>
 
-#include "fbt/train/train_config.h"
+#include "fbt/util/json_fields.h"
 
 namespace fbt {
+
+/// Matmul precision: auto = bf16 autocast on CUDA, fp32 on the CPU; fp32; bf16 = autocast on any
+/// device. Master weights, optimiser state and the loss stay fp32 in every case.
+enum class Precision { Auto, FP32, BF16 };
+template <>
+const EnumNames<Precision>& enum_names<Precision>();
 
 /// True if `precision` means bf16 autocast on `device`: Auto on CUDA, BF16 anywhere, never FP32.
 bool uses_bf16_autocast(Precision precision, const torch::Device& device);

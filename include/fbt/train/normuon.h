@@ -54,7 +54,7 @@ class NorMuon {
 
   NorMuonOptions& options() { return options_; }
   /// Replaces the default (newton_schulz5 on each matrix in turn), e.g. by one that shares the
-  /// matrices across data-parallel ranks (orthogonalize_sharded in distributed.h).
+  /// matrices across data-parallel ranks (orthogonalize_sharded, below).
   void set_orthogonalizer(Orthogonalizer orthogonalize) { orthogonalize_ = std::move(orthogonalize); }
   const std::vector<std::pair<std::string, torch::Tensor>>& params() const { return params_; }
 
@@ -71,5 +71,15 @@ class NorMuon {
   Orthogonalizer orthogonalize_;
   std::vector<torch::Tensor> momentum_, second_moment_;  // per parameter; undefined before step 1
 };
+
+class Communicator;  // fbt/dist/communicator.h
+
+/// NorMuon orthogonalisation shared across ranks (modded-nanogpt style): matrix i of `U`
+/// (same list, same shapes, on every rank) goes to one rank by a greedy balance of the
+/// Newton–Schulz cost m·n·min(m,n); each rank runs newton_schulz5 on its own matrices, then
+/// every rank broadcasts its results (one flat buffer per rank) so all ranks return the same
+/// list of [m,n] tensors.
+std::vector<torch::Tensor> orthogonalize_sharded(Communicator& comm, const std::vector<torch::Tensor>& U,
+                                                 int64_t ns_steps);
 
 }  // namespace fbt

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fbt/model/config.h"
+#include "fbt/model/precision.h"
 
 namespace fbt {
 
@@ -40,10 +41,7 @@ enum class OptimizerKind { NorMuon, AdamW };
 enum class LrSchedule { WSD, Cosine };
 /// Shape of the WSD cooldown from 1 to 0 over progress p ∈ [0, 1]: 1 − p or 1 − sqrt(p).
 enum class CooldownShape { Linear, OneMinusSqrt };
-/// Matmul precision: auto = bf16 autocast on CUDA, fp32 on the CPU; fp32; bf16 = autocast on any
-/// device. Master weights, optimiser state and the loss stay fp32 in every case.
-enum class Precision { Auto, FP32, BF16 };
-/// How often the prefix mixin draws a sequence's plain prefix (SPEC §5; issue 23): anew in every
+/// How often the prefix mixin draws a sequence's plain prefix (SPEC §5): anew in every
 /// pass ≥ 2 (per_pass, the default), or once per sequence for all its passes (per_sequence:
 /// then SPEC §5's exactness for t < p + k − 1 holds for the training forward too).
 enum class MixinDraw { PerPass, PerSequence };
@@ -54,8 +52,6 @@ template <>
 const EnumNames<LrSchedule>& enum_names<LrSchedule>();
 template <>
 const EnumNames<CooldownShape>& enum_names<CooldownShape>();
-template <>
-const EnumNames<Precision>& enum_names<Precision>();
 template <>
 const EnumNames<MixinDraw>& enum_names<MixinDraw>();
 
@@ -155,7 +151,7 @@ struct TrainConfig {
   }
 
   /// Training settings of a model preset: the defaults (the paper's recipe); for "small" the
-  /// winner of issue 7's CPU-scale sweep (docs/results.md): K=2/3 (0.88/0.12) on every step,
+  /// winner of the CPU-scale Setting-A sweep (docs/results.md): K=2/3 (0.88/0.12) on every step,
   /// Adam lr 3e-3, 100 warmup steps; for "1b" the paper's scale (Appendix A, SPEC §6):
   /// sequences of 8192 tokens, micro-batches of 4, 294,912 tokens (36 sequences, the multiple
   /// of 8192 nearest 300K) per step by accumulation, 339,085 steps (100B tokens). Throws

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "fbt/dist/communicator.h"
-#include "fbt/train/passes.h"
+#include "fbt/model/passes.h"
 #include "fbt/train/train_config.h"
 
 namespace fbt {
@@ -66,7 +66,7 @@ struct TrainResult {
 /// hf_import.h; `fbt import` defaults to fusion residual, W_U = 0, so a warm start from an import
 /// begins as the base model in every mode) and the optimiser state fresh; the dataset's tokenizer
 /// must be the checkpoint's. `--set model.fusion=residual` on a checkpoint with another fusion
-/// sets W_U = 0 (issue 38): the warm start then begins as the checkpoint's standard mode in every mode.
+/// sets W_U = 0: the warm start then begins as the checkpoint's standard mode in every mode.
 /// run.json records the checkpoint under `init_from`; --resume continues such a run as any other.
 /// Throws fbt::Error for bad input: unknown config keys, missing data, a run directory that
 /// holds a different run (without resume/force), a resume whose config or world size differs,

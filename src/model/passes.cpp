@@ -1,5 +1,5 @@
 // The K-pass training forward: Jacobi iteration of the latent-feedback recurrence (SPEC §5).
-#include "fbt/train/passes.h"
+#include "fbt/model/passes.h"
 
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/nn/functional/loss.h>

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "fbt/train/passes.h"
+#include "fbt/model/passes.h"
 #include "test_model_helpers.h"
 
 namespace fbt {
