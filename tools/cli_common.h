@@ -91,7 +91,7 @@ CLI::Validator temperature_value();
 
 /// A progress callback printing "WHAT: done/total UNIT" on stderr. On a terminal one line is
 /// rewritten in place (carriage return) and ended when done == total; otherwise (a file or a
-/// pipe, issue 36) each printed update is its own line: the first, every tenth of the total, and
+/// pipe) each printed update is its own line: the first, every tenth of the total, and
 /// the last.
 std::function<void(int64_t, int64_t)> progress_printer(const std::string& what, const std::string& unit);
 

@@ -180,7 +180,7 @@ void run_chat(ChatArgs a) {
             << "Ctrl-D or /quit leaves.\n";
   const InterruptGuard at_the_prompt(/*restart_interrupted_calls=*/false);
   // Piped input is not echoed by a terminal: print each line after the prompt, so a reply starts
-  // on its own line instead of reading as if the user typed it (issue 36).
+  // on its own line instead of reading as if the user typed it.
   const bool echo_input = isatty(STDIN_FILENO) == 0;
   for (;;) {
     // A Ctrl-C that lands while a write outside a reply blocks (a command's answer on a full pty)

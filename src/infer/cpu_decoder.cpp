@@ -452,7 +452,7 @@ void CpuDecoder::forward(const int64_t* tok, const std::vector<char>& plain, con
 
   // The input (FBT::plain_input, FBT::fused_input): plain RMSNorm_in(e) (block llama: the raw e)
   // or the latent-feedback fusion (paper Eq. 4) of RMSNorm_in(e) with h_prev; fusion residual
-  // (issue 38) adds g to the plain input, without a norm.
+  // adds g to the plain input, without a norm.
   bool any_fused = false;
   for (int64_t b = 0; b < B; ++b) {
     const float* e = branch_.data() + b * D;

@@ -51,8 +51,8 @@ CheckpointInfo checkpoint_info_from_metadata(const nlohmann::json& meta, const s
                 std::to_string(kCheckpointFormatVersion) + ")");
   const auto config = required_field<nlohmann::json>(meta, "model_config", path + ": metadata");
   // A checkpoint states every setting, with one exception: checkpoints written before a group of
-  // keys was added (ModelConfig::added_key_groups: the Llama block family of issue 17, the input
-  // norm and fusion init of issue 23) lack all of that group. Those are filled with today's
+  // keys was added (ModelConfig::added_key_groups: the Llama block switches, then the paper's input
+  // norm and fusion init) lack all of that group. Those are filled with today's
   // defaults, which are the numerics those checkpoints were trained with. A checkpoint with some
   // keys of a group but not all is damaged like one lacking any other key.
   if (!config.is_object()) throw Error(path + ": metadata: field 'model_config' is not an object");

@@ -110,7 +110,7 @@ void ModelConfig::validate() const {
   check(block == BlockKind::Fbt || residual_scale == 0,
         "residual_scale must be 0 with block llama (its branches are not scaled)");
   // Residual adds the fused term to the plain input of pass 1; Listing 3 normalises every row of a
-  // feedback pass, so the plain rows themselves would change between passes (issue 38).
+  // feedback pass, so the plain rows themselves would change between passes.
   check(fusion != Fusion::Residual || input_norm == InputNorm::EveryPass,
         "model.fusion residual needs model.input_norm every_pass (listing3 normalises every row of a feedback "
         "pass, so a residual fused input could not equal the plain input at init)");
@@ -144,7 +144,7 @@ ModelConfig ModelConfig::preset(const std::string& name) {
   ModelConfig c;  // the defaults are the `debug` preset
   if (name == "debug") return c;
   if (name == "small") {  // Llama-shaped 5.5 M model that trains on 2 CPU cores
-    // Issue 7's Setting-A sweep winner (docs/results.md, bench/repro/recipes.py e23-tok.wg0.1):
+    // The Setting-A sweep winner (docs/results.md "Setting A", bench/repro/recipes.py e23-tok.wg0.1):
     // the fusion keeps the token additively (SPEC §10; with the paper's `glu` the passes converged
     // to a fixed point worse than standard at this scale, so Soft decoding lost), and W_G starts
     // at std 0.1, not 0.02.

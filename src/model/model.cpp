@@ -267,7 +267,7 @@ void FBTImpl::build() {
     torch::nn::init::uniform_(fusion_->w_u->weight, -a, a);
     torch::nn::init::uniform_(fusion_->w_g->weight, -a, a);
   }
-  // Residual (issue 38): W_U = 0, so the fused input is the plain one until W_U learns (LoRA's B = 0).
+  // Residual: W_U = 0, so the fused input is the plain one until W_U learns (LoRA's B = 0).
   if (c.fusion == Fusion::Residual) fusion_->w_u->weight.zero_();
   if (c.block == BlockKind::Llama) match_input_norm_to_embedding();
 }

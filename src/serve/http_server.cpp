@@ -151,7 +151,7 @@ bool client_gone(int fd) {
 }
 
 /// Waits for every update of `runner` (a non-streamed request on `req`'s connection), passing each
-/// to `collect`. A client that closes its connection meanwhile (issue 36; cf. llama.cpp #24496)
+/// to `collect`. A client that closes its connection meanwhile (cf. llama.cpp #24496)
 /// has its choices cancelled, freeing their slots within a second: returns false, with `res`
 /// marked 499 (nginx's "client closed request"; nothing is sent).
 bool run_to_end(ChoiceRunner& runner, const httplib::Request& req, httplib::Response& res,

@@ -229,7 +229,7 @@ class TrainingRun {
   TrainResult result_;
   std::ofstream metrics_;  // stays closed on ranks > 0: their writes are dropped
   bool tty_ = false;
-  SlowdownWatch slowdown_;  // the busy-machine note of the progress line (issue 36)
+  SlowdownWatch slowdown_;  // the busy-machine note of the progress line
   std::vector<torch::Tensor> params_;
   std::unique_ptr<GradientSync> sync_;
   std::unique_ptr<Tokenizer> tokenizer_;
@@ -447,7 +447,7 @@ void TrainingRun::build_model() {
     log_ << "initialised from " << init_file_ << " (step " << init_info_.step
          << "): its weights (fusion included), a fresh optimiser state\n";
     if (rc_.model.fusion == Fusion::Residual && init_info_.config.fusion != Fusion::Residual) {
-      // --set model.fusion=residual over another fusion (issue 38): the checkpoint's W_U means
+      // --set model.fusion=residual over another fusion: the checkpoint's W_U means
       // something else there; W_U = 0 makes every mode start as the checkpoint's standard mode.
       torch::NoGradGuard no_grad;
       model_->named_parameters()["fusion.w_u.weight"].zero_();

@@ -1,5 +1,5 @@
 // Chat templates: a conversation (OpenAI "messages") -> token ids, with the assistant tokens marked
-// for the SFT loss (issue 18).
+// for the SFT loss.
 //
 // fbt renders the chat formats it knows natively instead of running Jinja (no maintained C++ Jinja
 // engine is packaged for Debian). An imported model's template (tokenizer_config.json's
@@ -18,7 +18,7 @@
 // Any other template is refused with an error naming its file; `--chat-template NAME` overrides
 // the detection.
 //
-// Tokenization (issue 36): with an HF tokenizer the whole rendered text is tokenized at once, as
+// Tokenization: with an HF tokenizer the whole rendered text is tokenized at once, as
 // apply_chat_template(tokenize=True) does (special tokens are matched in the text), so a message
 // that starts with whitespace can share a token with its header (SmolLM2: "\n" + "  hi" gives
 // "\n ", " hi"). The scored tokens are those whose bytes overlap an assistant message's content or

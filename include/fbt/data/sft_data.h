@@ -1,4 +1,4 @@
-// Conversation datasets for supervised fine-tuning (issue 18): the input formats, the loss-mask
+// Conversation datasets for supervised fine-tuning: the input formats, the loss-mask
 // shards written by `fbt prepare --conversations`, and the batches `fbt train` draws from them.
 //
 // A conversation dataset is a prepared data dir (prepare.h) whose train.bin / val.bin hold the

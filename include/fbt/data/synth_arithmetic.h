@@ -1,4 +1,4 @@
-// Synthetic multi-step arithmetic word problems with worked solutions (issue 23, item 4): a
+// Synthetic multi-step arithmetic word problems with worked solutions: a
 // reasoning benchmark a small model can learn on a CPU, in GSM8K's record format.
 //
 // A problem follows one person's collection of items through 2 to 6 operations [choice]:

@@ -19,7 +19,7 @@ std::vector<std::string> hf_supported_model_types();
 /// Settings of an import that HF's config.json does not give.
 struct HfImportOptions {
   int64_t context = 0;           ///< model context (KV cache, positions); 0: max_position_embeddings
-  /// The fusion put on top of the imported stack (SPEC §4). Residual (issue 38), the default:
+  /// The fusion put on top of the imported stack (SPEC §4). Residual, the default:
   /// W_U = 0, so the import is the base model in every decoding mode and a warm start
   /// (`fbt train --init-from`) starts from it; glu / glu_plus_token start with W_U = I.
   Fusion fusion = Fusion::Residual;

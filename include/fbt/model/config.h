@@ -12,7 +12,7 @@ namespace fbt {
 enum class Fusion {
   Glu,           ///< paper Eq. 4: RMSNorm_in((W_U h) ⊙ sigmoid(W_G RMSNorm_in(e)))
   GluPlusToken,  ///< ablation:    RMSNorm_in(g + RMSNorm_in(e)), g the GLU term above
-  Residual,      ///< issue 38:    x_plain + g, x_plain the plain input of the block kind (no norm
+  Residual,      ///< warm start:  x_plain + g, x_plain the plain input of the block kind (no norm
                  ///< around the sum); W_U starts at 0, so every mode equals standard at init
                  ///< (SPEC §11 "Residual fusion"); needs input_norm every_pass
 };
@@ -35,7 +35,7 @@ enum class BlockKind {
           ///< branches, no head gate, plain input the raw embedding e
 };
 
-/// Where the input RMSNorm_in sits (SPEC §4; issue 23).
+/// Where the input RMSNorm_in sits (SPEC §4).
 enum class InputNorm {
   EveryPass,  ///< ours (SPEC §4 [choice]): the plain input is RMSNorm_in(e) in every pass — default
   Listing3,   ///< the paper's Listing 3 (App. C): pass 1, the standard prefill and Standard
@@ -44,8 +44,8 @@ enum class InputNorm {
               ///< are RMSNorm_in(e); the gate reads RMSNorm_in(e)
 };
 
-/// How W_U and W_G start (SPEC §4; issue 23). With fusion residual W_U starts at 0 whatever this
-/// says (issue 38: the fused input is then the plain one); it chooses W_G's init only.
+/// How W_U and W_G start (SPEC §4). With fusion residual W_U starts at 0 whatever this says (the
+/// fused input is then the plain one); it chooses W_G's init only.
 enum class FusionInit {
   Identity,  ///< W_U = I, W_G ~ N(0, fusion_gate_init_std) (SPEC §4 [choice]) — default
   Uniform,   ///< W_U, W_G ~ U(−√(3/D), √(3/D)), std 1/√D: the first author's reproduction
@@ -78,7 +78,7 @@ struct ModelConfig {
   Fusion fusion = Fusion::Glu;
   FeedbackState feedback_state = FeedbackState::PostNorm;
   int64_t doc_separator_id = -1;  ///< token ending a document (EOS); the next position is plain. -1: none
-  // Switches for the Llama family (issue 17); the defaults are the paper's block above.
+  // Switches for the Llama family; the defaults are the paper's block above.
   BlockKind block = BlockKind::Fbt;
   int64_t head_dim_override = 0;  ///< JSON "head_dim": Dh when it is not D/H (Qwen3); 0 = D/H
   bool qk_norm = true;            ///< RMSNorm over Dh on q and k before RoPE (fbt, Qwen3)
@@ -90,7 +90,7 @@ struct ModelConfig {
   double rope_low_freq_factor = 1.0;       ///< llama3: low_freq_factor
   double rope_high_freq_factor = 4.0;      ///< llama3: high_freq_factor
   int64_t rope_original_context = 8192;    ///< llama3: original_max_position_embeddings
-  // The paper's and the first author's choices where SPEC §4 chose otherwise (issue 23).
+  // The paper's and the first author's choices where SPEC §4 chose otherwise.
   InputNorm input_norm = InputNorm::EveryPass;
   FusionInit fusion_init = FusionInit::Identity;
 
@@ -115,7 +115,7 @@ struct ModelConfig {
                                const ModelConfig& base);
   static ModelConfig from_json(const nlohmann::json& j, const std::string& source);
   /// Named preset: "debug" (tests), "small" (≈5.5 M params, CPU; fusion glu_plus_token with W_G
-  /// init std 0.1, issue 7's sweep winner), "1b" (paper Appendix A).
+  /// init std 0.1, the Setting-A sweep winner of docs/results.md), "1b" (paper Appendix A).
   /// Throws fbt::Error listing the presets for an unknown name.
   static ModelConfig preset(const std::string& name);
   static std::vector<std::string> preset_names();
@@ -156,8 +156,8 @@ struct ModelConfig {
   }
 
   /// The groups of keys added after the first checkpoints, oldest first: the Llama block family
-  /// (issue 17: "block" ... "rope_original_context") and the paper's input norm and fusion init
-  /// (issue 23). A checkpoint written before a group lacks all of its keys; checkpoint.cpp fills
+  /// ("block" ... "rope_original_context") and the paper's input norm and fusion init ("input_norm",
+  /// "fusion_init"). A checkpoint written before a group lacks all of its keys; checkpoint.cpp fills
   /// them with today's defaults (the numerics such checkpoints were trained with).
   static std::vector<std::vector<std::string>> added_key_groups();
 

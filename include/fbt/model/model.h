@@ -115,7 +115,7 @@ TORCH_MODULE(Block);
 /// The latent-feedback fusion of paper Eq. 4 before the input norm:
 /// g = (W_U h_prev) ⊙ sigmoid(W_G e_n), with e_n = RMSNorm_in(e). At init (model.fusion_init):
 /// W_U = I, W_G ~ N(0, σ_G), or both U(−√(3/D), √(3/D)); with model.fusion residual W_U = 0
-/// (issue 38), so g = 0 exactly while h_prev is finite.
+/// instead, so g = 0 exactly while h_prev is finite.
 class LatentFusionImpl : public torch::nn::Module {
  public:
   explicit LatentFusionImpl(const ModelConfig& config);
@@ -149,7 +149,7 @@ class FBTImpl : public torch::nn::Module {
   /// Fused input from the previous position's feedback state h_prev [...,D] and the plain input
   /// e_plain = plain_input(e) [...,D]. With e_n = RMSNorm_in(e) (e_plain itself when that is
   /// already normalised): RMSNorm_in(g) for `glu` (paper Eq. 4), RMSNorm_in(g + e_n) for
-  /// `glu_plus_token`, e_plain + g for `residual` (issue 38; no norm around the sum: with W_U = 0
+  /// `glu_plus_token`, e_plain + g for `residual` (no norm around the sum: with W_U = 0
   /// it is the plain input bit for bit), g = LatentFusion(h_prev, e_n). The same for both
   /// blocks; see match_input_norm_to_embedding for the scale of the Llama block's fused inputs.
   torch::Tensor fused_input(const torch::Tensor& h_prev, const torch::Tensor& e_plain);

@@ -40,7 +40,7 @@ std::string logprob_key(const Tokenizer& tokenizer, int64_t id);
 
 /// {"tokens": [each token's logprob_key], "token_logprobs": [...], "top_logprobs": [{logprob_key:
 /// logprob} per token, null where the logprob is NaN], "text_offset": [...]}. Every entry of a
-/// top_logprobs object has its own key (issue 36): a token whose key an earlier, more likely one
+/// top_logprobs object has its own key: a token whose key an earlier, more likely one
 /// took is written "token_id:ID", so logprobs=N gives N entries.
 nlohmann::json legacy_logprobs(const std::vector<TokenLogprob>& entries, const Tokenizer& tokenizer);
 

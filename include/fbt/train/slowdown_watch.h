@@ -1,4 +1,4 @@
-// Noticing a busy machine from the training throughput (issue 36): with every physical core in use
+// Noticing a busy machine from the training throughput: with every physical core in use
 // by default, one core taken by another process stalls OpenMP's spinning threads and a run drops
 // to a tenth of its speed (measured: ~1,040 -> 81-119 tokens/s). The progress line then says so and
 // names the remedy, rather than leaving a user to guess.
