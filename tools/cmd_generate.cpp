@@ -21,7 +21,7 @@ struct GenerateArgs {
   std::string checkpoint, prompt, prompt_file, mode = "standard", device = "auto", dtype = "fp32", weights = "fp32";
   int64_t fused_passes = 1, max_new_tokens = 200;
   SamplingOptions sampling{/*temperature=*/0.8};
-  bool all_modes = false;
+  bool all_modes = false, ignore_eos = false;
 };
 
 std::string read_prompt(const GenerateArgs& a) {
@@ -43,6 +43,7 @@ void generate_streaming(FBT& model, const Tokenizer& tokenizer, const std::vecto
   o.max_new_tokens = a.max_new_tokens;
   o.sampling = a.sampling;
   o.eos_id = tokenizer.eos_id();
+  o.ignore_eos = a.ignore_eos;
   o.pad_id = tokenizer.pad_id();
   TextStream stream(tokenizer, std::cout);
   using Clock = std::chrono::steady_clock;
@@ -139,6 +140,8 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--all-modes", a->all_modes, "Run standard, soft and fused(k) in turn with the same seed")
       ->excludes(mode);
+  cmd->add_flag("--ignore-eos", a->ignore_eos,
+                "Never sample end-of-text: exactly --max-new-tokens tokens (up to the context), as llama.cpp's");
   cmd->callback([a, prompt, prompt_file] {
     if (prompt->count() + prompt_file->count() == 0) throw Error("give --prompt TEXT or --prompt-file FILE");
     run_generate(*a);

@@ -1,6 +1,7 @@
 // Batched generation: left-padded prefill, lockstep decode, greedy/temperature/top-k/top-p.
 #include "fbt/infer/generate.h"
 
+#include <limits>
 #include <optional>
 #include <sstream>
 
@@ -89,6 +90,9 @@ std::vector<std::vector<int64_t>> generate(FBT& model, const std::vector<std::ve
                             : prefill(model, tokens.to(dev), valid.to(dev), o.mode, o.fused_passes, cache);
   std::vector<bool> done(B, false);
   for (int64_t step = 0; step < steps; ++step) {
+    if (o.ignore_eos && o.eos_id >= 0)
+      logits = logits.index_fill(1, torch::tensor({o.eos_id}, torch::kLong).to(logits.device()),
+                                 -std::numeric_limits<float>::infinity());
     auto next = sample_tokens(logits, o.sampling, generator);  // [B]
     auto host = next.to(torch::kCPU).contiguous();
     const int64_t* sampled = host.data_ptr<int64_t>();

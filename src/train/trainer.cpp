@@ -654,9 +654,12 @@ void TrainingRun::record_step(const StepOutcome& s) {
   if (comm_) line["comm_s"] = s.comm_s;  // gradient/loss all-reduce time not hidden by backward
   metrics_ << line.dump() << "\n" << std::flush;
   const double eta = elapsed / double(st_.step - first_step_) * double(tc.steps - st_.step);
-  std::ostringstream loss_text;  // total = L1 + λ·mean(L2..LK): also show pass 1 alone when K > 1
-  loss_text << std::fixed << std::setprecision(4) << s.loss;
-  if (K > 1) loss_text << " (pass 1: " << s.per_pass[0] << ")";
+  // Nats per token of pass 1 (the standard forward, the number a validation loss is compared
+  // with); when K > 1 or with z-loss also the objective the step minimised, L1 + λ·mean(L2..LK)
+  // (+ z-loss) (SPEC §5).
+  std::ostringstream loss_text;
+  loss_text << std::fixed << std::setprecision(4) << s.per_pass[0];
+  if (K > 1 || s.z_loss_on) loss_text << " (" << (K > 1 ? "pass 1; " : "") << "objective " << s.loss << ")";
   const int threads = at::get_num_threads();
   const std::string slow = slowdown_.update(double(n * K) / s.step_s, s.cpu_s / (s.step_s * threads), threads);
   const std::string slow_note = slow.empty() ? "" : "  [" + slow + "]";

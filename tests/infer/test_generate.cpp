@@ -117,6 +117,23 @@ TEST(Generate, StopsAtEos) {
   EXPECT_EQ(stopped, std::vector<int64_t>(free_run.begin(), free_run.begin() + first_eos));
 }
 
+// ignore_eos: declare EOS the greedy free run's first token, so that generation with EOS as a
+// stop token ends at once; with EOS suppressed the row runs its max_new_tokens and EOS never
+// appears.
+TEST(Generate, IgnoreEosNeverSamplesEosAndRunsToTheLimit) {
+  auto model = testing::make_test_model();
+  GenerationOptions o;
+  o.max_new_tokens = 6;
+  const auto free_run = generate(model, {{3, 4, 5}}, o)[0];
+  ASSERT_EQ(free_run.size(), 6u);
+  o.eos_id = free_run[0];
+  EXPECT_TRUE(generate(model, {{3, 4, 5}}, o)[0].empty());
+  o.ignore_eos = true;
+  const auto run = generate(model, {{3, 4, 5}}, o)[0];
+  ASSERT_EQ(run.size(), 6u);
+  EXPECT_EQ(std::count(run.begin(), run.end(), o.eos_id), 0);
+}
+
 // The stop hook ends generation after the step on which it first returns true: here after 3
 // tokens of a 10-token run, with those 3 tokens the free run's first 3, in every mode.
 TEST(Generate, StopHookEndsGenerationBetweenTokens) {

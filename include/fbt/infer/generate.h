@@ -57,6 +57,9 @@ struct GenerationOptions {
   int64_t max_new_tokens = 64; ///< per sequence; generation also stops at the model context
   SamplingOptions sampling;
   int64_t eos_id = -1;         ///< a row stops after emitting this token (-1: never)
+  /// EOS is never sampled (its logit set to −inf), so every row runs max_new_tokens (or to the
+  /// context), as llama.cpp's --ignore-eos: samples long enough to compare the modes
+  bool ignore_eos = false;
   int64_t pad_id = 0;          ///< token used for left padding (never attended)
   /// Streaming: called for every generated token (EOS excluded) with (row, token).
   std::function<void(int64_t, int64_t)> on_token;
