@@ -26,12 +26,12 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--init-from", opt->init_from,
                   "Warm start: a checkpoint (run/step dir or model.safetensors, e.g. from fbt import) whose weights "
                   "and model config the run starts from, with the warm-start training settings (on a conversation "
-                  "dataset the SFT ones: K=3 on every step; README)");
+                  "dataset the SFT ones: K=3 on every step; docs/models.md)");
   cmd->add_flag("--verify", opt->verify_data,
                 "Check the data shards' full sha256 against meta.json (always: token counts and a sampled hash)");
   cmd->add_option("--device", opt->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
   add_threads_option(cmd);
-  // Data parallelism: launched with WORLD_SIZE > 1 (scripts/launch.sh, torchrun); see README.
+  // Data parallelism: launched with WORLD_SIZE > 1 (scripts/launch.sh, torchrun); see docs/training.md.
   cmd->add_option("--dist-backend", opt->dist.backend, "c10d backend: auto (nccl for cuda, gloo for cpu), gloo, nccl")
       ->capture_default_str();
   cmd->add_option("--dist-timeout", opt->dist.timeout_s, "Seconds before a missing or stuck rank fails the others")
