@@ -13,6 +13,7 @@
 #      SWEEP_STEPS (10); SWEEP_LRS ("1e-3 1e-4 1e-5"); FUSION_LR (set: skip the sweep and use it)
 #      EVAL_TOKENS (4096) tokens for standard/fused(1)/fused(2); SEQ_TOKENS (1024) for sequential soft
 #      STOP_AFTER_SWEEP (set: stop after the sweep; every finished run and eval is skipped on a rerun)
+#      ARMS ("k23 k1") the arms to run, e.g. ARMS=k1 CPU=1 beside ARMS=k23 CPU=0 on the same OUT
 #      CPU (0) core for taskset, empty: no pinning; THREADS (1); FBT (build/fbt) the binary
 # Writes OUT (default /tmp/fbt-warm) /{wheel,runs,data,evals,logs}; evals/ARM-sSTEP-{par,seq}.json and
 # logs/RUN.wall_s are what bench/warm_start_table.py turns into docs/results.md's table.
@@ -87,7 +88,7 @@ EOF
 fi
 if [ -n "${STOP_AFTER_SWEEP:-}" ]; then exit 0; fi
 
-for arm in k23 k1; do
+for arm in ${ARMS:-k23 k1}; do
   if [ $arm = k23 ]; then tr k23 "$STEPS" "$K23" "$FUSION_LR" 5; else tr k1 "$STEPS" "$K1" "$FUSION_LR" 5; fi
   for step in $(ls -d "$OUT/runs/$arm"/step-* | sort -r); do   # the last checkpoint first
     n=$((10#${step##*step-}))
