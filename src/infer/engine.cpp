@@ -28,23 +28,40 @@ std::string finish_reason_name(FinishReason reason) {
   return "error";
 }
 
+std::string request_field_name(RequestField field) {
+  switch (field) {
+    case RequestField::Prompt: return "prompt";
+    case RequestField::MaxNewTokens: return "max_new_tokens";
+    case RequestField::FusedPasses: return "fused_passes";
+    case RequestField::Temperature: return "sampling.temperature";
+    case RequestField::TopK: return "sampling.top_k";
+    case RequestField::TopP: return "sampling.top_p";
+  }
+  throw Error("internal: request field without a name");
+}
+
 namespace {
 
-/// Checks every field of `r` against `config`; throws fbt::Error naming the field.
+/// Checks every field of `r` against `config`; throws BadRequest naming the field.
 void check_request(const SequenceRequest& r, const ModelConfig& config) {
+  using F = RequestField;
   const int64_t n = r.prompt.size();
-  if (n == 0) throw Error("prompt: it is empty");
+  if (n == 0) throw BadRequest(F::Prompt, "it is empty");
   if (n >= config.context)
-    throw Error("prompt: " + std::to_string(n) + " tokens leave no room to generate in the model context of " +
-                std::to_string(config.context) + " tokens");
+    throw BadRequest(F::Prompt, std::to_string(n) + " tokens leave no room to generate in the model context of " +
+                                    std::to_string(config.context) + " tokens");
   for (int64_t t : r.prompt)
     if (t < 0 || t >= config.vocab_size)
-      throw Error("prompt: token id " + std::to_string(t) + " outside the vocabulary [0, " +
-                  std::to_string(config.vocab_size) + ")");
-  if (r.max_new_tokens < 1) throw Error("max_tokens: must be >= 1 (got " + std::to_string(r.max_new_tokens) + ")");
+      throw BadRequest(F::Prompt, "token id " + std::to_string(t) + " outside the vocabulary [0, " +
+                                      std::to_string(config.vocab_size) + ")");
+  if (r.max_new_tokens < 1)
+    throw BadRequest(F::MaxNewTokens, "must be >= 1 (got " + std::to_string(r.max_new_tokens) + ")");
   if (r.mode == DecodeMode::Fused && r.fused_passes < 1)
-    throw Error("fbt_fused_passes: must be >= 1 (got " + std::to_string(r.fused_passes) + ")");
-  r.sampling.validate();
+    throw BadRequest(F::FusedPasses, "must be >= 1 (got " + std::to_string(r.fused_passes) + ")");
+  if (const auto problem = temperature_problem(r.sampling.temperature); !problem.empty())
+    throw BadRequest(F::Temperature, problem);
+  if (const auto problem = top_k_problem(r.sampling.top_k); !problem.empty()) throw BadRequest(F::TopK, problem);
+  if (const auto problem = top_p_problem(r.sampling.top_p); !problem.empty()) throw BadRequest(F::TopP, problem);
 }
 
 }  // namespace
@@ -283,10 +300,11 @@ void Engine::State::loop() {
 }
 
 Engine::Engine(FBT model, const EngineOptions& options) : state_(std::make_unique<State>()) {
-  if (options.max_batch < 1) throw Error("--max-batch must be >= 1 (got " + std::to_string(options.max_batch) + ")");
-  if (options.max_queue < 0) throw Error("--max-queue must be >= 0 (got " + std::to_string(options.max_queue) + ")");
+  // In EngineOptions' words: `fbt serve` checks its flags (--max-batch, ...) before it gets here.
+  if (options.max_batch < 1) throw Error("max_batch must be >= 1 (got " + std::to_string(options.max_batch) + ")");
+  if (options.max_queue < 0) throw Error("max_queue must be >= 0 (got " + std::to_string(options.max_queue) + ")");
   if (options.prefill_chunk < 1)
-    throw Error("--prefill-chunk must be >= 1 (got " + std::to_string(options.prefill_chunk) + ")");
+    throw Error("prefill_chunk must be >= 1 (got " + std::to_string(options.prefill_chunk) + ")");
   model->eval();
   state_->model = model;
   state_->options = options;

@@ -14,22 +14,32 @@ namespace fbt {
 
 bool temperature_in_range(double t) { return t == 0 || (t >= kMinTemperature && t <= kMaxTemperature); }
 
+std::string temperature_problem(double t) {
+  if (temperature_in_range(t)) return "";
+  std::ostringstream o;
+  o << "must be 0 (greedy) or in [" << kMinTemperature << ", " << kMaxTemperature << "] (got " << t << ")";
+  return o.str();
+}
+
 void check_temperature(double t, const std::string& flag) {
-  if (!temperature_in_range(t)) {
-    std::ostringstream o;
-    o << flag << " must be 0 (greedy) or in [" << kMinTemperature << ", " << kMaxTemperature << "] (got " << t << ")";
-    throw Error(o.str());
-  }
+  if (const auto problem = temperature_problem(t); !problem.empty()) throw Error(flag + " " + problem);
 }
 
 std::string top_k_problem(int64_t k) {
   return k >= kMinTopK ? "" : "must be >= 1, or 0 or -1 for all tokens (got " + std::to_string(k) + ")";
 }
 
+std::string top_p_problem(double p) {
+  if (p > 0 && p <= 1) return "";
+  std::ostringstream o;
+  o << "must be in (0, 1] (got " << p << ")";
+  return o.str();
+}
+
 void SamplingOptions::validate() const {
   check_temperature(temperature, "--temperature");
   if (const auto problem = top_k_problem(top_k); !problem.empty()) throw Error("--top-k " + problem);
-  if (!(top_p > 0 && top_p <= 1)) throw Error("--top-p must be in (0, 1]");
+  if (const auto problem = top_p_problem(top_p); !problem.empty()) throw Error("--top-p " + problem);
 }
 
 torch::Tensor sample_tokens(const torch::Tensor& logits, const SamplingOptions& o,

@@ -63,6 +63,9 @@ void ChoiceRunner::start() {
       callbacks.on_finish = [channel = channel_, i](FinishReason reason) { channel->push({i, std::nullopt, reason}); };
       ids_.push_back(engine_.submit(requests_[i], std::move(callbacks)));
     }
+  } catch (const BadRequest& e) {  // openai_request.cpp's checks come first; this is the engine's own
+    cancel_all();
+    throw bad_field(openai_param(e.field), e.problem);
   } catch (const QueueFull& e) {
     cancel_all();
     throw ApiError(429, std::string("the server is busy: ") + e.what() + "; retry later", "", "rate_limit_error");

@@ -7,6 +7,18 @@
 #include "fbt/util/json_fields.h"
 
 namespace fbt {
+
+std::string openai_param(RequestField field) {
+  switch (field) {
+    case RequestField::Prompt: return "prompt";
+    case RequestField::MaxNewTokens: return "max_tokens";
+    case RequestField::FusedPasses: return "fbt_fused_passes";
+    case RequestField::Temperature: return "temperature";
+    case RequestField::TopK: return "top_k";
+    case RequestField::TopP: return "top_p";
+  }
+  throw Error("internal: request field without an API name");
+}
 namespace {
 
 using json = nlohmann::json;

@@ -9,6 +9,7 @@
 
 #include "expect_error.h"
 #include "fbt/infer/engine.h"
+#include "fbt/serve/openai_request.h"
 #include "test_model_helpers.h"
 
 namespace fbt {
@@ -281,10 +282,21 @@ TEST(Engine, BadRequestsNameTheField) {
   refused([](auto& r) { r.prompt.clear(); }, "prompt: it is empty");
   refused([&](auto& r) { r.prompt.assign(context, 1); }, "prompt: " + std::to_string(context) + " tokens");
   refused([&](auto& r) { r.prompt[1] = V; }, "prompt: token id " + std::to_string(V));
-  refused([](auto& r) { r.max_new_tokens = 0; }, "max_tokens");
-  refused([](auto& r) { r.mode = DecodeMode::Fused; r.fused_passes = 0; }, "fbt_fused_passes");
-  refused([](auto& r) { r.sampling.temperature = -1; }, "temperature");
-  testing::expect_error([&] { Engine(model, EngineOptions{0, 1, 1}); }, {"--max-batch"});
+  refused([](auto& r) { r.max_new_tokens = 0; }, "max_new_tokens: must be >= 1 (got 0)");
+  refused([](auto& r) { r.mode = DecodeMode::Fused; r.fused_passes = 0; }, "fused_passes: must be >= 1 (got 0)");
+  refused([](auto& r) { r.sampling.temperature = -1; }, "sampling.temperature: must be 0 (greedy)");
+  refused([](auto& r) { r.sampling.top_k = -2; }, "sampling.top_k: must be >= 1, or 0 or -1");
+  refused([](auto& r) { r.sampling.top_p = 0; }, "sampling.top_p: must be in (0, 1] (got 0)");
+  // The field as a value, for a server to map to its API's name (serve/openai_request.h).
+  try {
+    engine.submit(with([](auto& r) { r.max_new_tokens = 0; }), {});
+    ADD_FAILURE() << "max_new_tokens 0 was accepted";
+  } catch (const BadRequest& e) {
+    EXPECT_EQ(e.field, RequestField::MaxNewTokens);
+    EXPECT_EQ(e.problem, "must be >= 1 (got 0)");
+    EXPECT_EQ(openai_param(e.field), "max_tokens");
+  }
+  testing::expect_error([&] { Engine(model, EngineOptions{0, 1, 1}); }, {"max_batch must be >= 1 (got 0)"});
   EXPECT_EQ(engine.stats().submitted, 0);
 }
 

@@ -86,6 +86,22 @@ struct EngineStats {
   double busy_seconds = 0;       ///< wall time spent in prefill and decode calls
 };
 
+/// The SequenceRequest member a refused request has wrong (BadRequest::field).
+enum class RequestField { Prompt, MaxNewTokens, FusedPasses, Temperature, TopK, TopP };
+/// The member's name in the engine's words: "prompt", "max_new_tokens", "fused_passes",
+/// "sampling.temperature", "sampling.top_k", "sampling.top_p".
+std::string request_field_name(RequestField field);
+
+/// Thrown by Engine::submit for a request it refuses, in the engine's words: what() is
+/// "FIELD: PROBLEM" with FIELD = request_field_name(field). A server maps `field` to its API's
+/// name and keeps `problem` (serve/choice_runner.h: OpenAI's max_tokens, fbt_fused_passes, ...).
+struct BadRequest : Error {
+  BadRequest(RequestField field, const std::string& problem)
+      : Error(request_field_name(field) + ": " + problem), field(field), problem(problem) {}
+  RequestField field;
+  std::string problem;  ///< what is wrong, without the field ("must be >= 1 (got 0)")
+};
+
 /// Thrown by Engine::submit when max_queue sequences already wait (HTTP 429/503).
 struct QueueFull : Error {
   using Error::Error;

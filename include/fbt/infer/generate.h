@@ -20,6 +20,9 @@ class CpuDecoder;
 constexpr double kMinTemperature = 1e-6, kMaxTemperature = 1e6;
 /// True for 0 and for a finite T in [kMinTemperature, kMaxTemperature].
 bool temperature_in_range(double t);
+/// What is wrong with `t` as a temperature ("must be 0 (greedy) or in [1e-06, 1e+06] (got -1)"),
+/// or "" when temperature_in_range(t); callers prefix the flag or field.
+std::string temperature_problem(double t);
 /// Throws fbt::Error naming `flag` (e.g. "--temperature") unless temperature_in_range(t).
 void check_temperature(double t, const std::string& flag);
 
@@ -30,6 +33,8 @@ constexpr int64_t kMinTopK = -1;
 /// What is wrong with `k` as a top_k ("must be >= 1, or 0 or -1 for all tokens (got -2)"), or ""
 /// when it is fine; callers prefix the flag or field.
 std::string top_k_problem(int64_t k);
+/// What is wrong with `p` as a top_p ("must be in (0, 1] (got 0)"), or "" when it is in (0, 1].
+std::string top_p_problem(double p);
 
 /// Next-token sampling. temperature 0 is greedy (argmax); otherwise softmax(logits / T)
 /// restricted to the top_k tokens (0 or -1 = all: top_k_problem) and to the smallest set whose

@@ -16,6 +16,7 @@
 #include "fbt/data/chat_template.h"
 #include "fbt/data/tokenizer.h"
 #include "fbt/infer/decode.h"
+#include "fbt/infer/engine.h"
 #include "fbt/infer/generate.h"
 
 namespace fbt {
@@ -46,6 +47,10 @@ struct GenerationParams {
   bool stream = false;              ///< answer as server-sent events
   bool include_usage = false;       ///< stream_options.include_usage: a last chunk with usage
 };
+
+/// The request field of the OpenAI API that carries engine field `field` (BadRequest, engine.h):
+/// "prompt", "max_tokens", "fbt_fused_passes", "temperature", "top_k", "top_p".
+std::string openai_param(RequestField field);
 
 /// A checked POST /v1/completions body.
 struct CompletionRequest {
