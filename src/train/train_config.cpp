@@ -160,7 +160,7 @@ TrainConfig TrainConfig::warm_start(int64_t context) {
   c.optimizer = OptimizerKind::AdamW;
   c.lr = 1e-4;
   c.weight_decay = 0.01;
-  c.fusion_lr = 1e-3;
+  c.fusion_lr = 1e-5;  // the residual fusion's (the default of --init-from): 1e-3 breaks the fused modes
   c.warmup_steps = 20;
   c.pass_schedule.phases = {{1.0, {{2, 0.88}, {3, 0.12}}}};
   c.jitter = 0.02;

@@ -165,8 +165,11 @@ struct TrainConfig {
   /// choice); AdamW at lr 1e-4 with weight decay 0.01 for the pretrained weights (a fine-tuning
   /// lr, a small fraction of the 1e-3–3e-3 peaks such models are pretrained with: NorMuon's
   /// fixed-size updates and pretraining lrs would move them far from the checkpoint before
-  /// the fusion is useful), and a separate Adam group at fusion_lr 1e-3 for the fusion and the
-  /// input norm (new weights, kept apart as the reproduction does); 20 warmup steps, WSD with
+  /// the fusion is useful), and a separate Adam group at fusion_lr 1e-5 for the fusion and the
+  /// input norm (kept apart as the reproduction does; 1e-5 is the residual fusion's, which
+  /// starts as the base model: the SmolLM2 sweep of docs/results.md measured 1e-3 breaking the
+  /// fused modes by +2.7 nats in 10 steps and 1e-4 costing 0.03; a `glu` warm start, whose fused
+  /// modes start far off, wants ~1e-3 via --set train.fusion_lr); 20 warmup steps, WSD with
   /// the usual 25% cooldown; 200 steps of 8 sequences of min(512, `context`) tokens.
   static TrainConfig warm_start(int64_t context);
 
