@@ -118,14 +118,25 @@ TEST(Gguf, InvalidUtf8StringsNameTheKey) {
 
 TEST(Gguf, UnsupportedTensorTypeIsNamed) {
   testing::TempDir tmp;
-  // blk.0.ffn_up.weight's info: name, n_dims (4 bytes), 2 dims (16 bytes), then its type: Q4_K (12).
-  const auto path = damaged(tmp.path, "q4k.gguf", kLlama, [](std::string& b) {
-    b[after(b, "blk.0.ffn_up.weight") + 4 + 16] = 12;
+  // blk.0.ffn_up.weight's info: name, n_dims (4 bytes), 2 dims (16 bytes), then its type: IQ4_XS (23).
+  const auto path = damaged(tmp.path, "iq4xs.gguf", kLlama, [](std::string& b) {
+    b[after(b, "blk.0.ffn_up.weight") + 4 + 16] = 23;
   });
   const auto f = read_gguf(path);  // the table itself is fine
   expect_error([&] { read_gguf_tensor(f, *f.find("blk.0.ffn_up.weight")); },
-               {path, "tensor 'blk.0.ffn_up.weight'", "type Q4_K", "cannot dequantize"});
-  expect_error([&] { import_gguf_model(path); }, {path, "blk.0.ffn_up.weight", "Q4_K"});
+               {path, "tensor 'blk.0.ffn_up.weight'", "type IQ4_XS", "cannot dequantize", "Q4_K, Q5_K, Q6_K"});
+  expect_error([&] { import_gguf_model(path); }, {path, "blk.0.ffn_up.weight", "IQ4_XS"});
+}
+
+// A K type needs rows of whole 256-value super-blocks: the fixture's ffn_up rows (64 values) as
+// Q4_K are refused when the table is read, before any data is.
+TEST(Gguf, KQuantRowsMustBeWholeSuperBlocks) {
+  testing::TempDir tmp;
+  const auto path = damaged(tmp.path, "q4k.gguf", kLlama, [](std::string& b) {
+    b[after(b, "blk.0.ffn_up.weight") + 4 + 16] = 12;
+  });
+  expect_error([&] { read_gguf(path); },
+               {path, "tensor 'blk.0.ffn_up.weight'", "row length 64 is not a multiple of Q4_K's block of 256"});
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ TEST(GgufQuants, TypeNamesAndLayouts) {
   EXPECT_EQ(ggml_block_layout(Q4_0)->bytes, 18);
   EXPECT_EQ(ggml_block_layout(Q4_1)->bytes, 20);
   EXPECT_EQ(ggml_block_layout(Q4_1)->elements, 32);
-  EXPECT_FALSE(ggml_block_layout(12).has_value());
+  EXPECT_FALSE(ggml_block_layout(23).has_value());  // IQ4_XS
 }
 
 TEST(GgufQuants, PlainFloats) {

@@ -39,12 +39,13 @@ std::string gguf_tensor_name(const std::string& fbt_name);
 torch::Tensor unpermute_llama_qk(const torch::Tensor& w, int64_t n_head);
 
 /// Reads the GGUF file at `path` (gguf.h) and builds the fbt model: every tensor dequantized to
-/// fp32 (F32, F16, BF16, Q8_0, Q4_0, Q4_1), attn_q/attn_k un-permuted for the llama architecture,
+/// fp32 (ggml_supported_types(): the plain floats, Q4_0 ... Q8_0 and the K types Q2_K ... Q8_K, so
+/// a Q4_K_M file with its Q6_K tensors imports), attn_q/attn_k un-permuted for the llama architecture,
 /// the fusion initialised as the HF import does (build_imported_model). The tokenizer becomes HF
 /// files (gguf_tokenizer.h); `source` records the file, its sampled sha256, architecture,
 /// general.name and the tensor types. Throws fbt::Error naming the file and the key or tensor for
 /// everything wrong: a missing, unexpected or misshapen tensor, an unsupported tensor type (by its
-/// name, e.g. Q4_K), architecture or tokenizer.
+/// name, e.g. IQ4_XS), architecture or tokenizer.
 HfImport import_gguf_model(const std::string& path, const HfImportOptions& options = {});
 
 }  // namespace fbt

@@ -16,26 +16,36 @@ constexpr uint32_t kGgmlQ4_0 = 2, kGgmlQ8_0 = 8;
 std::string ggml_type_name(uint32_t type);
 
 /// How a type fbt can dequantize stores its values: `bytes` bytes hold `elements` consecutive
-/// values (1 for plain floats, 32 for the block types).
+/// values (1 for plain floats, 32 for the Q4_0 ... Q8_0 blocks, 256 for the K super-blocks).
 struct GgmlBlockLayout {
   int64_t elements = 1, bytes = 4;
 };
 
-/// The layout of `type` when fbt can dequantize it (F32, F16, BF16, Q8_0, Q4_0, Q4_1), else
-/// nullopt.
+/// The layout of `type` when fbt can dequantize it (ggml_supported_types()), else nullopt (the IQ
+/// types, Q8_1, the ternary and MXFP4 types, ids ggml does not define).
 std::optional<GgmlBlockLayout> ggml_block_layout(uint32_t type);
 
+/// The names of the types fbt can dequantize, comma-separated, for error messages.
+std::string ggml_supported_types();
+
 /// The `n` values stored at `data` in `type` as an fp32 tensor [n] (ggml's dequantize_row_*; the
-/// block layouts of ggml's docs/gguf.md and ggml-common.h, all little-endian):
-///   Q8_0: fp16 d, then 32 int8 q;            x_i = q_i · d
-///   Q4_0: fp16 d, then 16 bytes;             x_i = (q_i − 8) · d
-///   Q4_1: fp16 d, fp16 m, then 16 bytes;     x_i = q_i · d + m
-/// where in the 4-bit types byte j holds q_j in its low nibble and q_(j+16) in its high one.
-/// `n` must be a multiple of the block size and `data` must hold n / elements × bytes bytes
-/// (the caller checks both against the file); `type` must have a layout.
+/// block layouts of ggml's docs/gguf.md and ggml-common.h, all little-endian; d, m and dmin fp16
+/// except Q8_K's fp32 d):
+///   Q8_0: d, then 32 int8 q;                         x_i = q_i · d
+///   Q4_0: d, then 16 bytes;                          x_i = (q_i − 8) · d
+///   Q4_1: d, m, then 16 bytes;                       x_i = q_i · d + m
+///   Q5_0: d, 4 bytes qh, 16 bytes;                   x_i = (q_i − 16) · d   (bit 4 of q_i: bit i of qh)
+///   Q5_1: d, m, 4 bytes qh, 16 bytes;                x_i = q_i · d + m
+///   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K: super-blocks of 256 values whose 16 (or 8) sub-blocks carry
+///   their own 4- to 8-bit scales (and minimums), times d (and dmin); gguf_quants.cpp spells out
+///   each layout.
+/// where in the 32-value 4- and 5-bit types byte j holds q_j in its low nibble and q_(j+16) in its
+/// high one. `n` must be a multiple of the block size and `data` must hold n / elements × bytes
+/// bytes (the caller checks both against the file); `type` must have a layout. Throws fbt::Error
+/// ("block 3 has a non-finite scale d (inf)") for a block whose scale is inf or NaN.
 torch::Tensor dequantize_ggml(uint32_t type, const uint8_t* data, int64_t n);
 
-/// dequantize_ggml into out [n] (fp32) for a block type (Q8_0, Q4_0, Q4_1).
+/// dequantize_ggml into out [n] (fp32) for a block type (any supported type but F32, F16, BF16).
 void dequantize_blocks(uint32_t type, const uint8_t* data, int64_t n, float* out);
 
 }  // namespace fbt
