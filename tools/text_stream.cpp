@@ -23,12 +23,12 @@ std::string without_controls(const std::string& text) {
 
 void TextStream::push(int64_t token) {
   tokens_.push_back(token);
-  const std::string text = tokenizer_.decode(tokens_);
+  const std::string text = tokenizer_.decode_continuation(tokens_);
   print_up_to(text, stable_prefix(text));
 }
 
 void TextStream::finish() {
-  const std::string text = tokenizer_.decode(tokens_);
+  const std::string text = tokenizer_.decode_continuation(tokens_);
   print_up_to(text, text.size());
   out_ << "\n" << std::flush;
 }

@@ -59,36 +59,56 @@ RenderedChat tokenize_pieces(const Tokenizer& tokenizer, const std::vector<Piece
   return r;
 }
 
-/// An HF tokenizer: the whole rendered text at once, as apply_chat_template(tokenize=True) does;
-/// a token is scored when its bytes overlap a scored piece's (transformers'
-/// return_assistant_tokens_mask), so one that straddles a header and the reply is scored.
-RenderedChat tokenize_whole(const HfBpeTokenizer& tokenizer, const std::vector<Piece>& pieces) {
-  RenderedChat r;
-  std::string normalized;                          // what the token bytes spell
+/// Appends the text pieces [begin, end) to `r`, tokenized as one text, as
+/// apply_chat_template(tokenize=True) does; a token is scored when its bytes overlap a scored
+/// piece's (transformers' return_assistant_tokens_mask), so one that straddles a header and the
+/// reply is scored.
+void append_whole(const HfBpeTokenizer& tokenizer, std::vector<Piece>::const_iterator begin,
+                  std::vector<Piece>::const_iterator end, RenderedChat& r) {
+  std::string text, normalized;                    // normalized: what the token bytes spell
   std::vector<std::pair<size_t, size_t>> spans;    // scored byte ranges [begin, end) of `normalized`
-  for (const auto& p : pieces) {
-    const std::string n = tokenizer.normalize(p.text);
-    if (p.scored && !n.empty()) {
+  for (auto p = begin; p != end; ++p) {
+    const std::string n = tokenizer.normalize(p->text);
+    if (p->scored && !n.empty()) {
       if (!spans.empty() && spans.back().second == normalized.size())
         spans.back().second += n.size();
       else
         spans.emplace_back(normalized.size(), normalized.size() + n.size());
     }
     normalized += n;
-    r.text += p.text;
+    text += p->text;
   }
-  r.ids = tokenizer.encode(r.text);
-  size_t begin = 0, s = 0;
-  for (int64_t id : r.ids) {
-    const size_t end = begin + tokenizer.bytes_of(id).size();
-    while (s < spans.size() && spans[s].second <= begin) ++s;
-    r.scored.push_back(s < spans.size() && spans[s].first < end ? 1 : 0);
-    begin = end;
+  std::vector<bool> prefixed;  // the token starts with a space the text does not have (Metaspace)
+  const auto ids = tokenizer.encode_marking_prefixes(text, prefixed);
+  size_t at = 0, s = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const size_t spelled = tokenizer.bytes_of(ids[i]).size();
+    const size_t next = at + (prefixed[i] && spelled > 0 ? spelled - 1 : spelled);
+    while (s < spans.size() && spans[s].second <= at) ++s;
+    r.ids.push_back(ids[i]);
+    r.scored.push_back(s < spans.size() && spans[s].first < next ? 1 : 0);
+    at = next;
   }
-  if (begin != normalized.size())
-    throw Error("chat template: the tokens of the rendered conversation spell " + std::to_string(begin) +
+  if (at != normalized.size())
+    throw Error("chat template: the tokens of the rendered conversation spell " + std::to_string(at) +
                 " bytes, not its " + std::to_string(normalized.size()) +
                 " (a normalizer that changes text across a message boundary); cannot mark the assistant tokens");
+  r.text += text;
+}
+
+/// An HF tokenizer: each run of text pieces tokenized whole (append_whole); the pieces that are
+/// ids (the fbt template's document prefix and EOS) put in between as they are.
+RenderedChat tokenize_whole(const HfBpeTokenizer& tokenizer, const std::vector<Piece>& pieces) {
+  RenderedChat r;
+  auto run = pieces.begin();
+  for (auto p = pieces.begin(); p != pieces.end(); ++p) {
+    if (p->id < 0) continue;
+    if (run != p) append_whole(tokenizer, run, p, r);
+    r.ids.push_back(p->id);
+    r.scored.push_back(p->scored ? 1 : 0);
+    run = p + 1;
+  }
+  if (run != pieces.end()) append_whole(tokenizer, run, pieces.end(), r);
   return r;
 }
 

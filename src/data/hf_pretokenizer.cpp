@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "fbt/util/error.h"
+#include "fbt/util/utf8.h"
 
 namespace fbt {
 namespace {
@@ -132,6 +133,27 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view text) co
 
 HfPreTokenizer HfPreTokenizer::from_json(const nlohmann::json& p, const std::string& origin) {
   HfPreTokenizer out;
+  if (p.is_object() && p.value("type", "") == "Metaspace") {
+    auto m = std::make_shared<Metaspace>();
+    const auto& replacement = p.contains("replacement") ? p.at("replacement") : nlohmann::json("\xE2\x96\x81");  // HF's default, U+2581
+    if (!replacement.is_string() || replacement.get<std::string>().empty() ||
+        !is_valid_utf8(replacement.get<std::string>()))
+      throw Error(origin + ": field pre_tokenizer.replacement must be a non-empty string");
+    m->replacement = replacement.get<std::string>();
+    // tokenizers < 0.19 wrote add_prefix_space instead of prepend_scheme.
+    const std::string scheme = p.contains("prepend_scheme") && p.at("prepend_scheme").is_string()
+                                   ? p.at("prepend_scheme").get<std::string>()
+                                   : p.value("add_prefix_space", true) ? "always" : "never";
+    if (scheme == "always") m->prepend = Metaspace::Prepend::Always;
+    else if (scheme == "first") m->prepend = Metaspace::Prepend::First;
+    else if (scheme == "never") m->prepend = Metaspace::Prepend::Never;
+    else throw Error(origin + ": field pre_tokenizer.prepend_scheme is \"" + scheme + "\" (expected always, first or never)");
+    const auto& split = p.contains("split") ? p.at("split") : nlohmann::json(true);
+    if (!split.is_boolean()) throw Error(origin + ": field pre_tokenizer.split is not a boolean");
+    if (split.get<bool>()) m->split = std::make_shared<Regex>(m->replacement, true, origin + ": field pre_tokenizer.replacement");
+    out.metaspace_ = std::move(m);
+    return out;
+  }
   if (p.is_object() && p.value("type", "") == "Sequence") {
     const auto& list = p.contains("pretokenizers") ? p.at("pretokenizers") : nlohmann::json();
     if (!list.is_array() || list.empty())
@@ -230,8 +252,22 @@ std::vector<std::string> HfPreTokenizer::apply(const Step& step, std::string_vie
   return out;
 }
 
-std::vector<std::string> HfPreTokenizer::split(std::string_view text) const {
+bool HfPreTokenizer::prepends(std::string_view text, bool at_start) const {
+  if (!metaspace_ || text.empty()) return false;
+  const auto& m = *metaspace_;
+  if (m.prepend == Metaspace::Prepend::Never || (m.prepend == Metaspace::Prepend::First && !at_start)) return false;
+  return text[0] != ' ' && text.substr(0, m.replacement.size()) != m.replacement;
+}
+
+std::vector<std::string> HfPreTokenizer::split(std::string_view text, bool at_start) const {
   std::vector<std::string> pieces;
+  if (metaspace_) {
+    if (text.empty()) return pieces;
+    std::string replaced = prepends(text, at_start) ? metaspace_->replacement : "";
+    for (char c : text) c == ' ' ? replaced += metaspace_->replacement : replaced += c;
+    if (!metaspace_->split) return {replaced};
+    return apply({metaspace_->split, Behavior::MergedWithNext, false}, replaced);
+  }
   if (!text.empty()) pieces.emplace_back(text);
   for (const Step& step : steps_) {
     std::vector<std::string> next;

@@ -1,11 +1,14 @@
-// Hugging Face byte-level BPE tokenizers: tokenizer.json reader, added-token matching, BPE merges,
-// ByteLevel decoding, special ids, and the fbt tokenizer directory of an imported model.
+// Hugging Face BPE tokenizers (byte-level, and SentencePiece-style with byte fallback):
+// tokenizer.json reader, added-token matching, BPE merges, decoding, special ids, and the fbt
+// tokenizer directory of an imported model.
 #include "fbt/data/hf_tokenizer.h"
 
 #include <unicode/uchar.h>
 #include <unicode/utf8.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <array>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +17,7 @@
 #include <queue>
 #include <sstream>
 #include <unordered_map>
+#include <utility>
 
 #include "fbt/data/hf_pretokenizer.h"
 #include "fbt/util/atomic_file.h"
@@ -186,10 +190,26 @@ struct HfBpeTokenizer::Model {
     std::string_view text;
     int64_t id;  // the added token's, or -1: text to pre-tokenize
   };
+  /// A SentencePiece-style decoder (Metaspace, or a Sequence of Replace / ByteFallback / Fuse /
+  /// Strip): each token's text with `replaces` applied, "<0xNN>" tokens as their byte when
+  /// byte_fallback (a run of them that is not UTF-8 as one U+FFFD per token), all joined, then up to
+  /// strip_start leading and strip_stop trailing `strip` characters removed.
+  struct PieceDecoder {
+    std::vector<std::pair<std::string, std::string>> replaces;
+    bool byte_fallback = false;
+    std::string strip = " ";
+    size_t strip_start = 0, strip_stop = 0;
+  };
   std::string text, sha256, chat_template;
   int64_t vocab = 0, unk = -1;
   HfSpecialIds specials;
   bool nfc = false, ignore_merges = false;
+  bool byte_level = true;             // ByteLevel decoder and alphabet; false: SentencePiece-style
+  bool byte_fallback = false, fuse_unk = false;
+  PieceDecoder piece_decoder;         // when !byte_level
+  std::unordered_map<std::string, int64_t> piece_ids;  // model.vocab spelling -> id (SentencePiece-style symbols)
+  std::array<int64_t, 256> fallback_id{};              // the "<0xNN>" tokens; -1 if absent
+  std::vector<bool> byte_piece;                        // ids that decode as one byte (ByteFallback)
   HfPreTokenizer pre;
   std::vector<Added> added;                                 // longest first
   std::array<bool, 256> starts_added{};                     // first bytes of the added tokens
@@ -201,12 +221,68 @@ struct HfBpeTokenizer::Model {
   mutable std::mutex cache_mutex;
   mutable std::unordered_map<std::string, std::vector<int64_t>> cache;
 
+  void read_decoder(const nlohmann::json& decoder, const std::string& origin);
   void read_model(const nlohmann::json& model, const std::string& origin);
+  std::string spelling(const std::string& token, int64_t id);
   void read_added(const nlohmann::json& tokens, const std::string& origin);
   int64_t checked_id(const nlohmann::json& id, const std::string& origin, const std::string& field) const;
   std::vector<Segment> split_added(std::string_view text, bool normalized) const;
   std::vector<int64_t> bpe(const std::string& piece) const;
+  std::vector<int64_t> initial_symbols(const std::string& piece) const;
 };
+
+void HfBpeTokenizer::Model::read_decoder(const nlohmann::json& d, const std::string& origin) {
+  const auto type_of = [](const nlohmann::json& j) { return j.is_object() ? j.value("type", "") : std::string(); };
+  const auto unsupported = [&](const std::string& field, const nlohmann::json& j) {
+    return Error(origin + ": field " + field + " is " + j.dump().substr(0, 100) +
+                 "; supported decoders: ByteLevel, Metaspace, or a Sequence of Replace (String pattern), "
+                 "ByteFallback, Fuse and Strip (after Fuse)");
+  };
+  if (type_of(d) == "ByteLevel") return;
+  byte_level = false;
+  if (type_of(d) == "Metaspace") {
+    piece_decoder.replaces.emplace_back(d.value("replacement", "\xE2\x96\x81"), " ");  // HF's default, U+2581
+    piece_decoder.strip_start = d.value("prepend_scheme", d.value("add_prefix_space", true) ? "always" : "never") != "never";
+    return;
+  }
+  if (type_of(d) != "Sequence" || !d.contains("decoders") || !d.at("decoders").is_array()) throw unsupported("decoder", d);
+  bool fused = false, stripped = false;
+  for (size_t i = 0; i < d.at("decoders").size(); ++i) {
+    const auto& step = d.at("decoders")[i];
+    const std::string field = "decoder.decoders[" + std::to_string(i) + "]", type = type_of(step);
+    if (stripped) throw unsupported(field, step);
+    if (type == "Replace" && !fused && step.contains("pattern") && step.at("pattern").contains("String")) {
+      piece_decoder.replaces.emplace_back(step.at("pattern").at("String").get<std::string>(), step.at("content").get<std::string>());
+    } else if (type == "ByteFallback" && !fused) {
+      piece_decoder.byte_fallback = true;
+    } else if (type == "Fuse") {
+      fused = true;
+    } else if (type == "Strip" && fused) {
+      stripped = true;
+      piece_decoder.strip = step.at("content").get<std::string>();
+      piece_decoder.strip_start = step.at("start").get<size_t>();
+      piece_decoder.strip_stop = step.at("stop").get<size_t>();
+    } else {
+      throw unsupported(field, step);
+    }
+  }
+}
+
+/// What token `token` (id `id`) spells when decoded, before any Strip: for a byte-level BPE its
+/// bytes (the text itself for a token outside the ByteLevel alphabet, e.g. an added one); for a
+/// SentencePiece-style one the text with the decoder's replacements, or the byte of "<0xNN>".
+std::string HfBpeTokenizer::Model::spelling(const std::string& token, int64_t id) {
+  if (byte_level) return token_bytes(token).value_or(token);
+  if (piece_decoder.byte_fallback && token.size() == 6 && token.compare(0, 3, "<0x") == 0 && token[5] == '>' &&
+      std::isxdigit(static_cast<unsigned char>(token[3])) && std::isxdigit(static_cast<unsigned char>(token[4]))) {
+    byte_piece[static_cast<size_t>(id)] = true;
+    return std::string(1, static_cast<char>(std::stoi(token.substr(3, 2), nullptr, 16)));
+  }
+  std::string out = token;
+  for (const auto& [from, to] : piece_decoder.replaces)
+    for (size_t pos = 0; (pos = out.find(from, pos)) != std::string::npos; pos += to.size()) out.replace(pos, from.size(), to);
+  return out;
+}
 
 int64_t HfBpeTokenizer::Model::checked_id(const nlohmann::json& id, const std::string& origin,
                                           const std::string& field) const {
@@ -227,7 +303,9 @@ void HfBpeTokenizer::Model::read_model(const nlohmann::json& model, const std::s
     return model.contains(key) && !model.at(key).is_null() && model.at(key) != "";
   };
   unsupported("dropout", model.contains("dropout") && !model.at("dropout").is_null());
-  unsupported("byte_fallback", model.value("byte_fallback", false));
+  byte_fallback = model.value("byte_fallback", false);
+  fuse_unk = model.value("fuse_unk", false);
+  unsupported("byte_fallback", byte_fallback && byte_level);
   unsupported("continuing_subword_prefix", non_empty("continuing_subword_prefix"));
   unsupported("end_of_word_suffix", non_empty("end_of_word_suffix"));
   ignore_merges = model.value("ignore_merges", false);
@@ -238,13 +316,21 @@ void HfBpeTokenizer::Model::read_model(const nlohmann::json& model, const std::s
     const int64_t id = checked_id(id_json, origin, "model.vocab[\"" + token + "\"]");
     spelled[token] = id;
     by_content[token] = id;
-    const auto bytes = token_bytes(token);
-    if (bytes) bpe_vocab[*bytes] = id;
-    id_bytes[static_cast<size_t>(id)] = bytes.value_or(token);
+    if (byte_level) {
+      if (const auto bytes = token_bytes(token)) bpe_vocab[*bytes] = id;
+    } else {
+      piece_ids[token] = id;
+    }
+    id_bytes[static_cast<size_t>(id)] = spelling(token, id);
   }
   byte_id.fill(-1);
-  for (int b = 0; b < 256; ++b)
+  fallback_id.fill(-1);
+  for (int b = 0; b < 256; ++b) {
     if (const auto it = spelled.find(byte_char(static_cast<unsigned char>(b))); it != spelled.end()) byte_id[b] = it->second;
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "<0x%02X>", b);  // HF BPE's byte-fallback spelling, format!("<{:#04X}>", b)
+    if (const auto it = spelled.find(hex); it != spelled.end()) fallback_id[b] = it->second;
+  }
   const auto& list = model.at("merges");
   for (size_t rank = 0; rank < list.size(); ++rank) {
     const auto& m = list[rank];
@@ -277,7 +363,7 @@ void HfBpeTokenizer::Model::read_added(const nlohmann::json& tokens, const std::
             t.value("normalized", !t.value("special", false))};
     if (a.content.empty()) throw Error(origin + ": field " + field + ".content is empty");
     by_content[a.content] = a.id;
-    id_bytes[static_cast<size_t>(a.id)] = token_bytes(a.content).value_or(a.content);
+    id_bytes[static_cast<size_t>(a.id)] = spelling(a.content, a.id);
     if (a.normalized && nfc) a.content = fbt::nfc(a.content);
     starts_added[static_cast<unsigned char>(a.content[0])] = true;
     added.push_back(std::move(a));
@@ -319,7 +405,42 @@ std::vector<HfBpeTokenizer::Model::Segment> HfBpeTokenizer::Model::split_added(s
   return out;
 }
 
-/// HF's BPE::merge_word + Word::merge_all: the piece's bytes as one-byte tokens, then repeatedly
+/// The symbols HF's BPE::merge_word starts from. Byte-level: the piece's bytes as one-byte tokens.
+/// SentencePiece-style: each character's token; a character the vocab lacks becomes its bytes'
+/// "<0xNN>" tokens (byte_fallback, when all exist), else the unk token (once for a run of them with
+/// fuse_unk). Without an unk token such a character is dropped, as HF does.
+std::vector<int64_t> HfBpeTokenizer::Model::initial_symbols(const std::string& piece) const {
+  std::vector<int64_t> ids;
+  bool after_unk = false;
+  const auto add_unk = [&] {
+    if (unk >= 0 && !(fuse_unk && after_unk)) ids.push_back(unk);
+    after_unk = unk >= 0;
+  };
+  if (byte_level) {
+    for (unsigned char b : piece) {
+      if (byte_id[b] >= 0) ids.push_back(byte_id[b]), after_unk = false;
+      else add_unk();
+    }
+    return ids;
+  }
+  for (size_t i = 0; i < piece.size();) {
+    const size_t n = std::max<size_t>(1, utf8_char_len(std::string_view(piece).substr(i)));  // valid UTF-8: encode repaired it
+    if (const auto it = piece_ids.find(piece.substr(i, n)); it != piece_ids.end()) {
+      ids.push_back(it->second);
+      after_unk = false;
+    } else if (byte_fallback && std::all_of(piece.begin() + i, piece.begin() + i + n,
+                                             [&](char b) { return fallback_id[static_cast<unsigned char>(b)] >= 0; })) {
+      for (size_t k = i; k < i + n; ++k) ids.push_back(fallback_id[static_cast<unsigned char>(piece[k])]);
+      after_unk = false;
+    } else {
+      add_unk();
+    }
+    i += n;
+  }
+  return ids;
+}
+
+/// HF's BPE::merge_word + Word::merge_all: the initial symbols, then repeatedly
 /// the pair of lowest merge rank (leftmost on ties) merged, with a heap of candidate pairs.
 std::vector<int64_t> HfBpeTokenizer::Model::bpe(const std::string& piece) const {
   if (ignore_merges)
@@ -330,9 +451,7 @@ std::vector<int64_t> HfBpeTokenizer::Model::bpe(const std::string& piece) const 
     bool live;
   };
   std::vector<Symbol> s;
-  for (unsigned char b : piece) {
-    const int64_t id = byte_id[b] >= 0 ? byte_id[b] : unk;
-    if (id < 0) continue;  // HF drops a character the vocab lacks when there is no unk_token
+  for (const int64_t id : initial_symbols(piece)) {
     const int i = static_cast<int>(s.size());
     s.push_back({id, i - 1, i + 1, true});
   }
@@ -387,19 +506,21 @@ std::unique_ptr<HfBpeTokenizer> HfBpeTokenizer::from_text(const std::string& jso
   m->vocab = model_vocab;
   m->specials = specials;
   m->id_bytes.assign(static_cast<size_t>(std::max<int64_t>(model_vocab, 0)), "");
+  m->byte_piece.assign(m->id_bytes.size(), false);
   try {
     const auto& normalizer = j.value("normalizer", nlohmann::json());
     if (!normalizer.is_null() && normalizer.value("type", "") != "NFC")
       throw Error(origin + ": field normalizer.type is " + normalizer.value("type", nlohmann::json()).dump() +
                   "; supported: null, NFC");
     m->nfc = !normalizer.is_null();
-    const auto& decoder = j.value("decoder", nlohmann::json());
-    if (decoder.is_null() || decoder.value("type", "") != "ByteLevel")
-      throw Error(origin + ": field decoder is " + decoder.dump().substr(0, 80) + "; only a ByteLevel decoder is supported");
+    m->read_decoder(j.value("decoder", nlohmann::json()), origin);
+    m->pre = HfPreTokenizer::from_json(j.value("pre_tokenizer", nlohmann::json()), origin);
+    if (m->pre.metaspace() == m->byte_level)
+      throw Error(origin + ": field pre_tokenizer is " + (m->byte_level ? "a Metaspace, which needs a SentencePiece-style decoder" :
+                  "byte-level, which needs a ByteLevel decoder") + " (field decoder)");
     if (!j.contains("model")) throw Error(origin + ": field 'model' is missing");
     m->read_model(j.at("model"), origin);
     m->read_added(j.value("added_tokens", nlohmann::json::array()), origin);
-    m->pre = HfPreTokenizer::from_json(j.value("pre_tokenizer", nlohmann::json()), origin);
   } catch (const nlohmann::json::exception& e) {
     throw Error(origin + ": missing or mistyped field (" + json_error_brief(e) + ")");
   }
@@ -457,38 +578,79 @@ std::vector<int64_t> HfBpeTokenizer::encode_piece(const std::string& piece) cons
   return ids;
 }
 
-std::vector<int64_t> HfBpeTokenizer::encode(std::string_view raw) const {
+std::vector<int64_t> HfBpeTokenizer::encode(std::string_view text) const {
+  std::vector<bool> unused;
+  return encode_marking_prefixes(text, unused);
+}
+
+std::vector<int64_t> HfBpeTokenizer::encode_marking_prefixes(std::string_view raw, std::vector<bool>& prefixed) const {
   const Model& m = *model_;
   const std::string text = is_valid_utf8(raw) ? std::string(raw) : utf8_lossy(raw);
   std::vector<int64_t> ids;
+  prefixed.clear();
+  const auto push = [&](int64_t id, bool prefix) {
+    ids.push_back(id);
+    prefixed.push_back(prefix);
+  };
   for (const auto& outer : m.split_added(text, false)) {
     if (outer.id >= 0) {
-      ids.push_back(outer.id);
+      push(outer.id, false);
       continue;
     }
     const std::string normalized = m.nfc ? fbt::nfc(outer.text) : std::string(outer.text);
     for (const auto& inner : m.split_added(normalized, true)) {
       if (inner.id >= 0) {
-        ids.push_back(inner.id);
+        push(inner.id, false);
         continue;
       }
-      for (const std::string& piece : m.pre.split(inner.text))
-        for (int64_t id : encode_piece(piece)) ids.push_back(id);
+      // HF's Metaspace "first": the segment that starts the text (offsets_original().0 == 0).
+      const bool at_start = outer.text.data() == text.data() && inner.text.data() == normalized.data();
+      bool prefix = m.pre.prepends(inner.text, at_start);
+      for (const std::string& piece : m.pre.split(inner.text, at_start))
+        for (int64_t id : encode_piece(piece)) push(id, std::exchange(prefix, false));
     }
   }
   return ids;
 }
 
-std::string HfBpeTokenizer::decode(const std::vector<int64_t>& ids) const {
+std::string HfBpeTokenizer::decode(const std::vector<int64_t>& ids) const { return decode_impl(ids, true); }
+
+std::string HfBpeTokenizer::decode_continuation(const std::vector<int64_t>& ids) const { return decode_impl(ids, false); }
+
+std::string HfBpeTokenizer::decode_impl(const std::vector<int64_t>& ids, bool strip) const {
   const Model& m = *model_;
-  std::string bytes;
+  std::string bytes, fallback;  // fallback: a run of byte pieces (ByteFallback), and its token count
+  size_t fallback_tokens = 0;
+  const auto flush = [&] {
+    if (is_valid_utf8(fallback)) bytes += fallback;
+    else for (size_t i = 0; i < fallback_tokens; ++i) bytes += "\xEF\xBF\xBD";  // HF: one U+FFFD per token
+    fallback.clear();
+    fallback_tokens = 0;
+  };
   for (int64_t id : ids) {
     if (id < 0 || id >= m.vocab)
       throw Error("HF tokenizer decode: token id " + std::to_string(id) + " is outside the vocab [0, " +
                   std::to_string(m.vocab) + ")");
-    if (id != m.specials.bos && id != m.specials.eos && id != m.specials.pad) bytes += m.id_bytes[static_cast<size_t>(id)];
+    if (id == m.specials.bos || id == m.specials.eos || id == m.specials.pad) continue;
+    if (m.byte_piece[static_cast<size_t>(id)]) {
+      fallback += m.id_bytes[static_cast<size_t>(id)];
+      ++fallback_tokens;
+      continue;
+    }
+    flush();
+    bytes += m.id_bytes[static_cast<size_t>(id)];
   }
-  return utf8_lossy(bytes);
+  flush();
+  if (m.byte_level) return utf8_lossy(bytes);
+  // Strip: up to strip_start leading and strip_stop trailing copies of the strip character.
+  const auto& d = m.piece_decoder;
+  std::string_view out = bytes;
+  for (size_t i = 0; strip && i < d.strip_start && !d.strip.empty() && out.substr(0, d.strip.size()) == d.strip; ++i)
+    out.remove_prefix(d.strip.size());
+  for (size_t i = 0; strip && i < d.strip_stop && !d.strip.empty() && out.size() >= d.strip.size() &&
+                     out.substr(out.size() - d.strip.size()) == d.strip; ++i)
+    out.remove_suffix(d.strip.size());
+  return std::string(out);
 }
 
 int64_t HfBpeTokenizer::vocab_size() const { return model_->vocab; }

@@ -36,7 +36,7 @@ std::string ChoiceText::push(int64_t token) {
   if (stopped_) return "";
   offsets_.push_back(stable_length(decoded_));
   tokens_.push_back(token);
-  decoded_ = tokenizer_->decode(tokens_);
+  decoded_ = tokenizer_->decode_continuation(tokens_);
   size_t cut = std::string::npos;
   for (const auto& s : stop_) cut = std::min(cut, decoded_.find(s));
   size_t end = 0;

@@ -116,12 +116,19 @@ TEST(HfTokenizer, UnsupportedPipelinesAreNamed) {
   expect_error([&] { HfBpeTokenizer::from_text("{\"model\": ", "'t.json'", 400, {}); }, {"'t.json'", "not valid JSON"});
   expect_refused([](auto& j) { j["model"]["type"] = "WordPiece"; }, {"'t.json'", "model.type", "WordPiece", "only BPE"});
   expect_refused([](auto& j) { j["model"]["type"] = "Unigram"; }, {"'t.json'", "model.type", "Unigram"});
-  expect_refused([](auto& j) { j["model"]["byte_fallback"] = true; }, {"'t.json'", "model.byte_fallback"});
+  expect_refused([](auto& j) { j["model"]["byte_fallback"] = true; }, {"'t.json'", "model.byte_fallback"});  // with ByteLevel
   expect_refused([](auto& j) { j["model"]["dropout"] = 0.1; }, {"'t.json'", "model.dropout"});
   expect_refused([](auto& j) { j["model"]["merges"][0] = "zzz qqq"; }, {"'t.json'", "model.merges[0]", "not in model.vocab"});
   expect_refused([](auto& j) { j["normalizer"] = {{"type", "NFKC"}}; }, {"'t.json'", "normalizer.type", "NFKC"});
-  expect_refused([](auto& j) { j["decoder"] = {{"type", "Metaspace"}}; }, {"'t.json'", "decoder", "ByteLevel"});
-  expect_refused([](auto& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; }, {"'t.json'", "pre_tokenizer", "Metaspace"});
+  // A SentencePiece-style stage beside byte-level ones, or one fbt does not implement.
+  expect_refused([](auto& j) { j["decoder"] = {{"type", "Metaspace"}}; }, {"'t.json'", "byte-level", "needs a ByteLevel decoder"});
+  expect_refused([](auto& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; },
+                 {"'t.json'", "pre_tokenizer is a Metaspace", "SentencePiece-style decoder"});
+  expect_refused([](auto& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}, {"prepend_scheme", "sometimes"}}; },
+                 {"'t.json'", "pre_tokenizer.prepend_scheme", "sometimes"});
+  expect_refused([](auto& j) { j["decoder"] = {{"type", "Sequence"}, {"decoders", {{{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}, {{"type", "Fuse"}}}}}; },
+                 {"'t.json'", "decoder.decoders[0]", "Strip (after Fuse)"});
+  expect_refused([](auto& j) { j["decoder"] = {{"type", "WordPiece"}}; }, {"'t.json'", "field decoder", "WordPiece"});
   expect_refused([](auto& j) { j["pre_tokenizer"]["pretokenizers"][0]["type"] = "Whitespace"; },
                  {"'t.json'", "pre_tokenizer.pretokenizers[0].type", "Whitespace"});
   expect_refused([](auto& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Sideways"; },

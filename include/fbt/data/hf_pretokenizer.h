@@ -1,7 +1,8 @@
-// The text stages of a Hugging Face byte-level tokenizer before its BPE model (tokenizer.json
-// "normalizer" and "pre_tokenizer"): NFC by ICU, and the Split / Digits / ByteLevel
-// pre-tokenizers with PCRE2's Unicode regexes (UTF + UCP), following HF tokenizers'
-// pre_tokenizers/{split,digits,byte_level}.rs and NormalizedString::split.
+// The text stages of a Hugging Face BPE tokenizer before its model (tokenizer.json "normalizer" and
+// "pre_tokenizer"): NFC by ICU; the Split / Digits / ByteLevel pre-tokenizers of byte-level BPEs
+// with PCRE2's Unicode regexes (UTF + UCP), and the Metaspace pre-tokenizer of SentencePiece-style
+// BPEs, following HF tokenizers' pre_tokenizers/{split,digits,byte_level,metaspace}.rs and
+// NormalizedString::split.
 #pragma once
 #include <memory>
 #include <string>
@@ -40,22 +41,41 @@ class Regex {
   std::unique_ptr<Code> code_;
 };
 
-/// tokenizer.json's "pre_tokenizer" for a byte-level BPE: Split (Regex or String pattern; behavior
+/// tokenizer.json's "pre_tokenizer": for a byte-level BPE, Split (Regex or String pattern; behavior
 /// Isolated, Removed, MergedWithPrevious, MergedWithNext or Contiguous; invert), Digits
 /// (individual_digits: each \p{N} character alone, else runs of them), ByteLevel (add_prefix_space;
-/// use_regex: GPT-2's pattern, Isolated), or a Sequence of them with ByteLevel last. Other types,
-/// a missing ByteLevel, or one before another step, are refused.
+/// use_regex: GPT-2's pattern, Isolated), or a Sequence of them with ByteLevel last; for a
+/// SentencePiece-style BPE (Llama 2, Mistral, TinyLlama, and the GGUF "llama" tokenizers), a
+/// Metaspace alone: every ' ' becomes `replacement` (U+2581 "▁"), then `replacement` is put before
+/// a segment that does not already start with it (prepend_scheme "always"; "first": only the
+/// segment at the start of the text, i.e. not one after an added token; "never"), then with split
+/// true the text is cut before each `replacement` (MergedWithNext). Other types, a byte-level
+/// sequence without ByteLevel last, or a ByteLevel before another step, are refused.
 class HfPreTokenizer {
  public:
   /// Parses `pre_tokenizer` (`origin` names the file in errors, which also name the field, e.g.
   /// pre_tokenizer.pretokenizers[0].behavior).
   static HfPreTokenizer from_json(const nlohmann::json& pre_tokenizer, const std::string& origin);
 
-  /// The pre-tokens of `text` (valid UTF-8), raw bytes (the ByteLevel alphabet mapping is the
-  /// BPE model's business), empty ones dropped as HF does.
-  std::vector<std::string> split(std::string_view text) const;
+  /// The pre-tokens of `text` (valid UTF-8), empty ones dropped as HF does. Byte-level: raw bytes
+  /// (the ByteLevel alphabet mapping is the BPE model's business). Metaspace: the text with its
+  /// spaces as `replacement`, prefixed when the scheme says so; `at_start` tells whether `text`
+  /// begins the whole text (HF's offsets_original().0 == 0), which "first" needs.
+  std::vector<std::string> split(std::string_view text, bool at_start = true) const;
+
+  /// Whether split(text, at_start) puts a `replacement` before `text` that `text` does not have
+  /// (the one difference between the bytes a Metaspace tokenizer's tokens spell and the text).
+  bool prepends(std::string_view text, bool at_start) const;
+
+  /// True for a Metaspace pre-tokenizer (a SentencePiece-style BPE), false for a byte-level one.
+  bool metaspace() const { return metaspace_ != nullptr; }
 
  private:
+  struct Metaspace {
+    std::string replacement;
+    enum class Prepend { Always, First, Never } prepend = Prepend::Always;
+    std::shared_ptr<const Regex> split;  // the replacement, literally; null: split false
+  };
   enum class Behavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
   struct Step {
     std::shared_ptr<const Regex> regex;  // null: ByteLevel's add_prefix_space
@@ -65,6 +85,7 @@ class HfPreTokenizer {
   void add(const nlohmann::json& p, const std::string& origin, const std::string& field, bool last);
   static std::vector<std::string> apply(const Step& step, std::string_view piece);
   std::vector<Step> steps_;
+  std::shared_ptr<const Metaspace> metaspace_;
 };
 
 }  // namespace fbt

@@ -1,5 +1,7 @@
-// Hugging Face byte-level BPE tokenizers (tokenizer.json: GPT-2, Llama-3, Qwen2/3, SmolLM), read
-// and applied by fbt itself, and the fbt tokenizer directory an imported model carries.
+// Hugging Face BPE tokenizers (tokenizer.json), read and applied by fbt itself: byte-level ones
+// (GPT-2, Llama-3, Qwen2/3, SmolLM) and SentencePiece-style ones with byte fallback (the Metaspace
+// form transformers builds for Llama 2 / Mistral / TinyLlama and for GGUF "llama" tokenizers),
+// and the fbt tokenizer directory an imported model carries.
 //
 // Encode follows HF tokenizers' Tokenizer::encode(text, add_special_tokens=true):
 //   1. added tokens (tokenizer.json "added_tokens") are cut out of the raw text first — leftmost
@@ -7,9 +9,11 @@
 //      tokens only between non-alphanumeric characters, lstrip/rstrip take the whitespace beside
 //      them along; special tokens are matched too (HF's default, encode_special_tokens=false);
 //   2. the rest is normalized (null or NFC) and pre-tokenized (hf_pretokenizer.h);
-//   3. each pre-token goes through the BPE model: its bytes in the ByteLevel alphabet, merged by
-//      lowest merge rank, leftmost first (HF's Word::merge_all); with ignore_merges (Llama-3) a
-//      pre-token that is itself in the vocab is one token;
+//   3. each pre-token goes through the BPE model: its bytes in the ByteLevel alphabet (a
+//      SentencePiece-style BPE: its characters, a character the vocab lacks as its "<0xNN>" byte
+//      tokens with byte_fallback, else the unk token), merged by lowest merge rank, leftmost first
+//      (HF's Word::merge_all); with ignore_merges (Llama-3) a pre-token that is itself in the vocab
+//      is one token;
 //   4. the post-processor adds a BOS when it is a TemplateProcessing "<bos> $A" (alone or in a
 //      Sequence with ByteLevel), unless tokenizer_config.json's add_bos_token says otherwise.
 // The tests compare ids with HF tokenizers' on fixtures made by its own trainer
@@ -17,16 +21,20 @@
 //
 // Decode is the ByteLevel decoder: each token's characters mapped back to bytes (a token with a
 // character outside the ByteLevel alphabet, e.g. an added token, as its UTF-8), the bytes made
-// valid as Rust's String::from_utf8_lossy does. As for fbt's other tokenizers, the BOS, EOS and PAD
+// valid as Rust's String::from_utf8_lossy does; or the SentencePiece-style one (Metaspace, or a
+// Sequence of Replace "▁" -> " ", ByteFallback, Fuse, Strip): "▁" as a space, runs of "<0xNN>"
+// tokens as their bytes (one U+FFFD per token when the run is not UTF-8), one leading space
+// stripped. As for fbt's other tokenizers, the BOS, EOS and PAD
 // ids decode to nothing; other special tokens decode to their text (HF's skip_special_tokens=false).
 // Ids below vocab_size() that no token has (the padding rows of a model's embedding) decode to "".
 // Input that is not valid UTF-8 (HF takes Rust strings, which always are) is first repaired the
 // same way, so each maximal malformed subsequence encodes as U+FFFD.
 //
 // Not supported (fbt::Error naming the file and field): model types other than BPE, BPE dropout,
-// byte_fallback, continuing_subword_prefix / end_of_word_suffix, normalizers other than null and
-// NFC, pre-tokenizers other than Split / Digits / ByteLevel / Sequence, decoders other than
-// ByteLevel, post-processors that add tokens after the text.
+// byte_fallback with a ByteLevel decoder, continuing_subword_prefix / end_of_word_suffix,
+// normalizers other than null and NFC (so not the legacy Prepend + Replace form of Llama 2's own
+// tokenizer.json), pre-tokenizers other than Split / Digits / ByteLevel / Sequence / Metaspace,
+// other decoders, post-processors that add tokens after the text.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -73,7 +81,12 @@ class HfBpeTokenizer : public Tokenizer {
   ~HfBpeTokenizer() override;
 
   std::vector<int64_t> encode(std::string_view text) const override;
+  /// encode(text), and in `prefixed` (one flag per id) whether the token starts with the space a
+  /// Metaspace pre-tokenizer put before a segment (bytes_of spells it; the text does not have it).
+  std::vector<int64_t> encode_marking_prefixes(std::string_view text, std::vector<bool>& prefixed) const;
   std::string decode(const std::vector<int64_t>& ids) const override;
+  /// decode without the decoder's Strip step (Tokenizer::decode_continuation).
+  std::string decode_continuation(const std::vector<int64_t>& ids) const override;
   int64_t vocab_size() const override;
   int64_t bos_id() const override;
   int64_t eos_id() const override;
@@ -92,7 +105,9 @@ class HfBpeTokenizer : public Tokenizer {
   /// The id of the token (added or in the BPE vocab) spelled `content` in tokenizer.json, or -1.
   int64_t token_id(const std::string& content) const;
   /// The bytes token `id` stands for (an added token: its content), as encode() consumed them:
-  /// bytes_of each id of encode(text), concatenated, give to normalize(text). Throws fbt::Error for an id
+  /// bytes_of each id of encode(text), concatenated, give normalize(text), with one space more
+  /// wherever encode_marking_prefixes marks a token (a SentencePiece-style token spells "▁" as a
+  /// space and "<0xNN>" as its byte). Throws fbt::Error for an id
   /// outside [0, vocab_size()).
   const std::string& bytes_of(int64_t id) const;
   /// `text` after the tokenizer's normalizer (NFC where tokenizer.json asks for it; else unchanged).
@@ -102,6 +117,7 @@ class HfBpeTokenizer : public Tokenizer {
   struct Model;
   explicit HfBpeTokenizer(std::unique_ptr<const Model> model);
   std::vector<int64_t> encode_piece(const std::string& piece) const;
+  std::string decode_impl(const std::vector<int64_t>& ids, bool strip) const;
   std::unique_ptr<const Model> model_;
 };
 

@@ -38,6 +38,11 @@ class Tokenizer {
   /// Ids -> text; BOS/EOS/PAD decode to nothing. Throws fbt::Error for an id outside
   /// [0, vocab_size()).
   virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
+  /// Ids that continue a text (generated tokens) -> their text: decode, except that a tokenizer
+  /// whose decoder strips the space its pre-tokenizer put before the text (SentencePiece-style HF
+  /// tokenizers: "▁Paris" alone decodes as "Paris") keeps it, so "The capital of France is" +
+  /// decode_continuation(ids) reads " Paris" (llama.cpp prints it so; HF's decode drops it).
+  virtual std::string decode_continuation(const std::vector<int64_t>& ids) const { return decode(ids); }
 
   virtual int64_t vocab_size() const = 0;
   virtual int64_t bos_id() const = 0;

@@ -25,15 +25,23 @@ struct HfTokenizerFiles {
 /// the value and the supported names for another value.
 nlohmann::json hf_pre_tokenizer_of_gguf(const std::string& pre, const std::string& origin);
 
-/// The HF tokenizer of `file`'s tokenizer.ggml.* metadata. For model "gpt2" (byte-level BPE):
-/// model BPE with vocab = tokenizer.ggml.tokens (id = index) and merges = tokenizer.ggml.merges,
-/// added_tokens = the CONTROL (token_type 3, special) and USER_DEFINED (4, not special) tokens,
-/// the pre_tokenizer above, decoder ByteLevel, and a BOS-prepending post_processor when
-/// tokenizer.ggml.add_bos_token is true. The config holds bos/eos/pad tokens (by id), add_bos_token
-/// and tokenizer.chat_template. Throws fbt::Error naming the file and the key for a missing
-/// tokenizer.ggml.model (a file without a tokenizer: fbt imports none without one), model
-/// "llama" (SentencePiece: not supported yet) or any other model, a missing or mistyped token
-/// list or merges, or a special-token id outside the vocabulary.
+/// The HF tokenizer of `file`'s tokenizer.ggml.* metadata, as transformers builds it from the same
+/// file (AutoTokenizer.from_pretrained(dir, gguf_file=...)).
+/// - Model "gpt2" (byte-level BPE): model BPE with vocab = tokenizer.ggml.tokens (id = index) and
+///   merges = tokenizer.ggml.merges, the pre_tokenizer above, decoder ByteLevel.
+/// - Model "llama" (SentencePiece BPE: Llama 2, Mistral, TinyLlama, ...): vocab = the tokens, merges
+///   recovered from tokenizer.ggml.scores (transformers' generate_merges), byte_fallback over the
+///   256 "<0xNN>" pieces, pre_tokenizer Metaspace (prepend "▁" to the text's first segment when
+///   tokenizer.ggml.add_space_prefix, default true), the Replace / ByteFallback / Fuse / Strip
+///   decoder; tokenizer.ggml.add_bos_token defaults to true, as in llama.cpp.
+///   tokenizer.ggml.add_eos_token is not applied (fbt ends its documents with EOS itself).
+/// Both: added_tokens = the CONTROL (token_type 3, special), USER_DEFINED (4, not special) and, for
+/// "llama", UNKNOWN (2, special) tokens; a BOS-prepending post_processor when add_bos_token. The
+/// config holds bos/eos/pad tokens (by id), add_bos_token and tokenizer.chat_template. Throws
+/// fbt::Error naming the file and the key for a missing tokenizer.ggml.model (a file without a
+/// tokenizer: fbt imports none without one) or another model, a missing or mistyped token list,
+/// merges ("gpt2") or scores ("llama": one number per token), a missing byte piece ("llama"), or a
+/// special-token id outside the vocabulary.
 HfTokenizerFiles hf_tokenizer_from_gguf(const GgufFile& file);
 
 }  // namespace fbt
