@@ -45,8 +45,8 @@ inline void expect_decode_runs_equal_standard(const std::function<DecodeRun(Deco
   const auto standard = run(DecodeMode::Standard, 0);
   for (auto [mode, k] : {std::pair{DecodeMode::Soft, int64_t{0}}, {DecodeMode::Fused, 1}, {DecodeMode::Fused, 2}}) {
     const auto got = run(mode, k);
-    EXPECT_TRUE(torch::equal(got.first, standard.first)) << where << ": " << mode_label(mode, k) << " logits";
-    EXPECT_TRUE(torch::equal(got.second, standard.second)) << where << ": " << mode_label(mode, k) << " h_prev";
+    EXPECT_TRUE(torch::equal(got.first, standard.first)) << where << ": " << Decoding::make(mode, k).label() << " logits";
+    EXPECT_TRUE(torch::equal(got.second, standard.second)) << where << ": " << Decoding::make(mode, k).label() << " h_prev";
   }
 }
 
@@ -72,7 +72,7 @@ inline void expect_generic_modes_equal_standard(FBT& model, const torch::Tensor&
   const auto valid = residual_check_valid(B, P);
   auto run = [&](DecodeMode mode, int64_t k) -> DecodeRun {
     KVCache cache(model->config(), B, T, model->parameters().front().options());
-    std::vector<torch::Tensor> logits{prefill(model, prompt, valid, mode, k, cache)};
+    std::vector<torch::Tensor> logits{prefill(model, prompt, valid, Decoding::make(mode, k), cache)};
     for (int64_t t = P; t < T; ++t) logits.push_back(decode_step(model, tokens.select(1, t).contiguous(), mode, cache));
     return {torch::stack(logits, 1), cache.h_prev.clone()};
   };

@@ -178,10 +178,10 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
       if (wants(a, "prefill")) {
         std::optional<CpuDecoder> prefill_decoder;  // the prefill fbt generate runs (gone before decode)
         if (cpu_decoder) prefill_decoder.emplace(model, cpu_options);
-        for (auto [mode, k] : {std::pair{DecodeMode::Standard, 0}, std::pair{DecodeMode::Fused, 1}}) {
-          const auto r = bench_prefill(model, mode, k, batch, context, a.warmup, a.reps, a.seed,
+        for (const Decoding& decoding : {Decoding{}, Decoding::fused(1)}) {
+          const auto r = bench_prefill(model, decoding, batch, context, a.warmup, a.reps, a.seed,
                                        prefill_decoder ? &*prefill_decoder : nullptr);
-          add_row({{"test", "prefill"}, {"mode", mode_label(mode, k)}, {"batch", batch},
+          add_row({{"test", "prefill"}, {"mode", decoding.label()}, {"batch", batch},
                           {"decoder", prefill_decoder ? "cpu" : "generic"},
                           {"context", context}, {"tokens_per_s", stats_json(r.tokens_per_s)},
                           {"seconds", stats_json(r.seconds)}, {"peak_memory_bytes", r.peak_memory_bytes}});
@@ -190,7 +190,7 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
       if (wants(a, "decode")) {
         const auto r = bench_decode_modes(model, decoder, batch, context, a.new_tokens, a.warmup, a.reps, a.seed, cpu_options);
         for (const auto& [mode, m] : {std::pair{DecodeMode::Standard, &r.standard}, std::pair{DecodeMode::Soft, &r.soft}}) {
-          nlohmann::json row = {{"test", "decode"}, {"mode", mode_label(mode, 0)}, {"batch", batch},
+          nlohmann::json row = {{"test", "decode"}, {"mode", enum_to_string(mode)}, {"batch", batch},
                                 {"context", context}, {"new_tokens", a.new_tokens},
                                 {"tokens_per_s", stats_json(m->tokens_per_s)}, {"seconds", stats_json(m->seconds)},
                                 {"peak_memory_bytes", m->peak_memory_bytes}, {"anonymous_rss_bytes", m->anonymous_bytes},

@@ -30,7 +30,7 @@ struct ChatArgs {
 
 /// What slash commands change during a session.
 struct ChatState {
-  DecodeMode mode = DecodeMode::Standard;
+  Decoding decoding;
   SamplingOptions sampling;
   std::vector<ChatMessage> messages;  ///< the system message (if any), then the turns so far
   int64_t replies = 0;                ///< replies generated: reply i samples with seed + i
@@ -92,10 +92,10 @@ bool run_command(const std::string& line, const ChatArgs& a, ChatState& state) {
   } else if (command == "/mode") {
     if ((value != "standard" && value != "soft" && value != "fused") || !extra.empty()) {
       std::cout << "/mode takes one of standard, soft, fused (got '" << value << (extra.empty() ? "" : " ...")
-                << "'); the mode stays " << mode_label(state.mode, a.fused_passes) << "\n";
+                << "'); the mode stays " << state.decoding.label() << "\n";
     } else {
-      state.mode = enum_from_string<DecodeMode>(value, "/mode");
-      std::cout << "(mode " << mode_label(state.mode, a.fused_passes) << ")\n";
+      state.decoding = Decoding::make(enum_from_string<DecodeMode>(value, "/mode"), a.fused_passes, "--fused-passes");
+      std::cout << "(mode " << state.decoding.label() << ")\n";
     }
   } else if (command == "/temperature") {
     try {
@@ -134,8 +134,7 @@ void reply(FBT& model, const Tokenizer& tokenizer, const ChatTemplate& chat, con
               << " tokens with room for a reply of " << a.max_new_tokens << ")\n";
   GenerationOptions o;
   o.cpu_decoder = state.decoder;
-  o.mode = state.mode;
-  o.fused_passes = a.fused_passes;
+  o.decoding = state.decoding;
   o.max_new_tokens = a.max_new_tokens;
   o.sampling = state.sampling;
   o.sampling.seed = a.sampling.seed + static_cast<uint64_t>(state.replies++);
@@ -156,14 +155,15 @@ void reply(FBT& model, const Tokenizer& tokenizer, const ChatTemplate& chat, con
   const auto n = static_cast<int64_t>(stream.tokens().size());
   char line[160];
   std::snprintf(line, sizeof line, "(%s: prompt %lld tokens, reply %lld tokens, %.1f tokens/s)\n",
-                mode_label(state.mode, a.fused_passes).c_str(), static_cast<long long>(fitted.prompt.ids.size()),
+                state.decoding.label().c_str(), static_cast<long long>(fitted.prompt.ids.size()),
                 static_cast<long long>(n), seconds > 0 ? n / seconds : 0.0);
   std::cerr << line << std::flush;
   state.messages.push_back({"assistant", tokenizer.decode(stream.tokens())});
 }
 
 void run_chat(ChatArgs a) {
-  const auto mode = enum_from_string<DecodeMode>(a.mode, "--mode");
+  const auto decoding = Decoding::make(enum_from_string<DecodeMode>(a.mode, "--mode"), a.fused_passes, "--fused-passes");
+  Decoding::fused(a.fused_passes, "--fused-passes");  // checked whatever --mode (/mode fused uses it)
   a.sampling.validate();
   auto checkpoint = load_checkpoint(a.checkpoint, a.device);
   const auto tokenizer = load_run_tokenizer(checkpoint);
@@ -188,7 +188,7 @@ void run_chat(ChatArgs a) {
     // the prompt shows.
     std::cout.clear();
     std::clearerr(stdout);
-    std::cout << "\n[" << mode_label(state.mode, a.fused_passes) << "] you> " << std::flush;
+    std::cout << "\n[" << state.decoding.label() << "] you> " << std::flush;
     std::string line;
     // Ctrl-D, the end of the input, or Ctrl-C (the read fails with EINTR). A Ctrl-C that landed
     // just before the read (after a reply) does not end the session with the line typed next.

@@ -32,19 +32,23 @@ struct EvalArgs {
   GenEvalOptions gen;
 };
 
-/// The fused passes of each multiple-choice scoring mode: 0 is standard, k is fused(k).
-std::vector<int64_t> mc_passes(const EvalArgs& a, const std::string& task) {
+/// The multiple-choice scoring modes of --mode: standard and fused(k) (soft is refused).
+std::vector<Decoding> mc_decodings(const EvalArgs& a, const std::string& task) {
   if (a.mode == "soft")
     throw Error("--mode soft: task " + task + " is scored teacher forced, in standard or fused mode only");
-  if (a.mode == "standard") return {0};
-  if (a.mode == "fused") return {a.fused_passes};
-  return {0, a.fused_passes};
+  const auto fused = Decoding::fused(a.fused_passes, "--fused-passes");
+  if (a.mode == "standard") return {Decoding{}};
+  if (a.mode == "fused") return {fused};
+  return {Decoding{}, fused};
 }
 
 /// The decoding modes of generation tasks.
-std::vector<DecodeMode> gen_modes(const EvalArgs& a) {
-  if (a.mode == "all") return {DecodeMode::Standard, DecodeMode::Soft, DecodeMode::Fused};
-  return {enum_from_string<DecodeMode>(a.mode, "--mode")};
+std::vector<Decoding> gen_decodings(const EvalArgs& a) {
+  std::vector<DecodeMode> modes{DecodeMode::Standard, DecodeMode::Soft, DecodeMode::Fused};
+  if (a.mode != "all") modes = {enum_from_string<DecodeMode>(a.mode, "--mode")};
+  std::vector<Decoding> out;
+  for (DecodeMode m : modes) out.push_back(Decoding::make(m, a.fused_passes, "--fused-passes"));
+  return out;
 }
 
 std::string format_value(double v, const char* format = "%.4f") {
@@ -87,13 +91,12 @@ ModeOutcomes run_gen_task(const EvalArgs& a, LoadedCheckpoint& checkpoint, const
   };
   const int64_t shots = a.gen.shots < 0 ? task.default_shots : a.gen.shots;
   ModeOutcomes outcomes;
-  for (DecodeMode mode : gen_modes(a)) {
+  for (const Decoding& decoding : gen_decodings(a)) {
     GenEvalOptions options = a.gen;
-    options.mode = mode;
-    options.fused_passes = a.fused_passes;
+    options.decoding = decoding;
     options.batch = a.batch;
     options.context = checkpoint.model->config().context;
-    const std::string label = mode_label(mode, a.fused_passes);
+    const std::string label = decoding.label();
     options.on_progress = cli::progress_printer(task.name + " " + label, "completions");
     const auto result = evaluate_generation(task, data, tokenizer, generate_fn, options);
     if (result.truncated_prompts > 0)
@@ -201,7 +204,7 @@ nlohmann::json run_gen_tasks(const EvalArgs& a, LoadedCheckpoint& checkpoint, co
 }
 
 void run_eval(EvalArgs a) {
-  if (a.fused_passes < 1) throw Error("--fused-passes must be >= 1 (got " + std::to_string(a.fused_passes) + ")");
+  Decoding::fused(a.fused_passes, "--fused-passes");  // checked before any work, whatever --mode
   check_output_file("--out", a.out);  // before any work, not after the whole evaluation
   check_output_file(a.samples_path.empty() ? "--out (its .samples.jsonl)" : "--samples", samples_file(a));
   std::vector<std::string> mc, gen;  // task names by kind, in command-line order

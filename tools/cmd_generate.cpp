@@ -33,13 +33,12 @@ std::string read_prompt(const GenerateArgs& a) {
   return text.str();
 }
 
-/// Generates once in `mode`, streaming text to stdout and one timing line to stderr.
+/// Generates once with `decoding`, streaming text to stdout and one timing line to stderr.
 void generate_streaming(FBT& model, const Tokenizer& tokenizer, const std::vector<int64_t>& prompt,
-                        DecodeMode mode, const GenerateArgs& a, const std::shared_ptr<CpuDecoder>& decoder) {
+                        const Decoding& decoding, const GenerateArgs& a, const std::shared_ptr<CpuDecoder>& decoder) {
   GenerationOptions o;
   o.cpu_decoder = decoder;
-  o.mode = mode;
-  o.fused_passes = a.fused_passes;
+  o.decoding = decoding;
   o.max_new_tokens = a.max_new_tokens;
   o.sampling = a.sampling;
   o.eos_id = tokenizer.eos_id();
@@ -60,14 +59,14 @@ void generate_streaming(FBT& model, const Tokenizer& tokenizer, const std::vecto
   char line[256];
   std::snprintf(line, sizeof line,
                 "[%s] %lld tokens in %.3f s: %.1f tokens/s (prompt %lld tokens, first token after %.1f ms)\n",
-                mode_label(mode, a.fused_passes).c_str(), static_cast<long long>(n), seconds,
+                decoding.label().c_str(), static_cast<long long>(n), seconds,
                 seconds > 0 ? n / seconds : 0.0, static_cast<long long>(prompt.size()), first_ms);
   std::cerr << line << std::flush;
 }
 
 void run_generate(const GenerateArgs& a) {
-  const auto mode = enum_from_string<DecodeMode>(a.mode, "--mode");
-  if (a.fused_passes < 1) throw Error("--fused-passes must be >= 1 (got " + std::to_string(a.fused_passes) + ")");
+  const auto decoding = Decoding::make(enum_from_string<DecodeMode>(a.mode, "--mode"), a.fused_passes, "--fused-passes");
+  Decoding::fused(a.fused_passes, "--fused-passes");  // checked whatever --mode (--all-modes uses it)
   if (a.max_new_tokens < 1)
     throw Error("--max-new-tokens must be >= 1 (got " + std::to_string(a.max_new_tokens) + ")");
   a.sampling.validate();  // before any work, even if nothing would be sampled
@@ -97,12 +96,13 @@ void run_generate(const GenerateArgs& a) {
               << context << " tokens, " << prompt.size() << " of them the prompt)\n";
 
   if (!a.all_modes) {
-    generate_streaming(checkpoint.model, *tokenizer, prompt, mode, a, decoder);
+    generate_streaming(checkpoint.model, *tokenizer, prompt, decoding, a, decoder);
     return;
   }
   for (DecodeMode m : {DecodeMode::Standard, DecodeMode::Soft, DecodeMode::Fused}) {
-    std::cout << "=== " << mode_label(m, a.fused_passes) << " ===\n" << std::flush;
-    generate_streaming(checkpoint.model, *tokenizer, prompt, m, a, decoder);
+    const auto d = Decoding::make(m, a.fused_passes);
+    std::cout << "=== " << d.label() << " ===\n" << std::flush;
+    generate_streaming(checkpoint.model, *tokenizer, prompt, d, a, decoder);
   }
 }
 

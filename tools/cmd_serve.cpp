@@ -54,6 +54,7 @@ sigset_t serve_signals() {
 
 void run_serve(const ServeArgs& a) {
   const auto mode = enum_from_string<DecodeMode>(a.mode, "--mode");
+  Decoding::fused(a.fused_passes, "--fused-passes");  // the default k of requests that ask fused
   const sigset_t signals = serve_signals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client gone mid-response is a failed write, not the end of the server

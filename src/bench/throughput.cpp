@@ -126,8 +126,8 @@ BenchResult bench_train_step(FBT& model, const TrainConfig& train, int64_t batch
   return result_of(seconds, double(batch * seq), device);
 }
 
-BenchResult bench_prefill(FBT& model, DecodeMode mode, int64_t fused_passes, int64_t batch,
-                          int64_t context, int64_t warmup, int64_t reps, uint64_t seed, CpuDecoder* cpu) {
+BenchResult bench_prefill(FBT& model, const Decoding& decoding, int64_t batch, int64_t context, int64_t warmup,
+                          int64_t reps, uint64_t seed, CpuDecoder* cpu) {
   torch::InferenceMode inference;
   model->eval();
   const auto device = device_of(model);
@@ -137,8 +137,8 @@ BenchResult bench_prefill(FBT& model, DecodeMode mode, int64_t fused_passes, int
   reset_peak_memory(device);
   const auto seconds = time_with_setup(device, warmup, reps, [&] { cache.clear(); },
                                        [&] {
-                                         if (cpu) cpu->prefill(tokens, valid, cache, mode == DecodeMode::Fused ? fused_passes : 0);
-                                         else prefill(model, tokens, valid, mode, fused_passes, cache);
+                                         if (cpu) cpu->prefill(tokens, valid, cache, decoding.fused_passes);
+                                         else prefill(model, tokens, valid, decoding, cache);
                                        });
   return result_of(seconds, double(batch * context), device);
 }
@@ -174,7 +174,7 @@ DecodeComparison bench_decode_modes(FBT& model, BenchDecoder decoder, int64_t ba
   auto start = [&](KVCache& cache) {
     cache.clear();
     return (fast ? fast->prefill(prompt, valid, cache)
-                 : prefill(model, prompt, valid, DecodeMode::Standard, 0, cache)).argmax(-1);
+                 : prefill(model, prompt, valid, Decoding{}, cache)).argmax(-1);
   };
   // One greedy step of mode m on `cache`, from the last tokens [B]; returns the next ones [B].
   auto step = [&](size_t m, const torch::Tensor& last, KVCache& cache) {

@@ -17,7 +17,7 @@ namespace fbt {
 namespace {
 
 /// Sample `sample` at `temperature` for every prompt (prompts[i] is problems[i]'s), generated
-/// o.batch prompts at a time in o.mode, cut at task.stop (plain prompts) and measured; reports
+/// o.batch prompts at a time in o.decoding, cut at task.stop (plain prompts) and measured; reports
 /// progress as done + completions so far out of total.
 std::vector<GenSample> complete(const GenTaskSpec& task, const std::vector<std::vector<int64_t>>& prompts,
                                 const std::vector<bool>& truncated, const std::vector<GenProblem>& problems,
@@ -29,8 +29,7 @@ std::vector<GenSample> complete(const GenTaskSpec& task, const std::vector<std::
   for (int64_t first = 0; first < n; first += o.batch) {
     const int64_t end = std::min(n, first + o.batch);
     GenerationOptions g;
-    g.mode = o.mode;
-    g.fused_passes = o.fused_passes;
+    g.decoding = o.decoding;
     g.max_new_tokens = o.max_new_tokens;
     g.sampling.temperature = temperature;
     g.sampling.seed = o.seed + 1000003 * static_cast<uint64_t>(sample) + static_cast<uint64_t>(first);

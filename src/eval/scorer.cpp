@@ -9,14 +9,11 @@
 
 namespace fbt {
 
-ModelScorer::ModelScorer(FBT model, int64_t fused_passes, int64_t batch)
-    : model_(std::move(model)), fused_passes_(fused_passes), batch_(batch) {
-  if (fused_passes < 0) throw Error("--fused-passes must be >= 0 (got " + std::to_string(fused_passes) + ")");
+ModelScorer::ModelScorer(FBT model, const Decoding& decoding, int64_t batch)
+    : model_(std::move(model)), decoding_(decoding), batch_(batch) {
+  if (decoding.mode == DecodeMode::Soft) throw Error("the scorer runs the standard or a fused mode, not soft");
+  if (const auto p = decoding.problem(); !p.empty()) throw Error("--fused-passes " + p);
   if (batch < 1) throw Error("--batch must be >= 1 (got " + std::to_string(batch) + ")");
-}
-
-std::string ModelScorer::mode_name() const {
-  return fused_passes_ == 0 ? "standard" : "fused(" + std::to_string(fused_passes_) + ")";
 }
 
 std::vector<ScoreResult> ModelScorer::score(const std::vector<ScoreRequest>& requests) {
@@ -38,7 +35,7 @@ std::vector<ScoreResult> ModelScorer::score(const std::vector<ScoreRequest>& req
   model_->eval();
   const auto device = model_->parameters().front().device();
   PassOptions options;
-  options.passes = fused_passes_ + 1;
+  options.passes = decoding_.prefill_passes();
   options.keep_logits = true;
 
   std::vector<ScoreResult> results(requests.size());

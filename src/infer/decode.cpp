@@ -6,18 +6,6 @@
 
 namespace fbt {
 
-template <>
-const EnumNames<DecodeMode>& enum_names<DecodeMode>() {
-  static const EnumNames<DecodeMode> names{
-      {DecodeMode::Standard, "standard"}, {DecodeMode::Soft, "soft"}, {DecodeMode::Fused, "fused"}};
-  return names;
-}
-
-std::string mode_label(DecodeMode mode, int64_t fused_passes) {
-  const std::string name = enum_to_string(mode);
-  return mode == DecodeMode::Fused ? name + "(" + std::to_string(fused_passes) + ")" : name;
-}
-
 namespace {
 
 /// Feeds one token per row through the cached stack. plain [B] bool picks the plain input,
@@ -42,14 +30,13 @@ torch::Tensor cached_step(FBT& model, const torch::Tensor& tokens, const torch::
 
 }  // namespace
 
-torch::Tensor prefill(FBT& model, const torch::Tensor& tokens, const torch::Tensor& valid,
-                      DecodeMode mode, int64_t fused_passes, KVCache& cache) {
+torch::Tensor prefill(FBT& model, const torch::Tensor& tokens, const torch::Tensor& valid, const Decoding& decoding,
+                      KVCache& cache) {
   const int64_t T = tokens.size(1);
-  if (mode == DecodeMode::Fused && fused_passes < 1)
-    throw Error("fused decoding needs --fused-passes >= 1 (got " + std::to_string(fused_passes) + ")");
+  if (const auto p = decoding.problem(); !p.empty()) throw Error("prefill: fused_passes " + p);
   const auto layout = Layout::left_padded(valid);
   auto e_n = model->plain_input(model->embed(tokens));  // [B,T,D]
-  const int64_t extra = mode == DecodeMode::Fused ? fused_passes : 0;
+  const int64_t extra = decoding.fused_passes;
   torch::Tensor x;
   if (extra == 0) {
     x = model->stack(e_n, layout, &cache);

@@ -56,8 +56,7 @@ void check_request(const SequenceRequest& r, const ModelConfig& config) {
                                       std::to_string(config.vocab_size) + ")");
   if (r.max_new_tokens < 1)
     throw BadRequest(F::MaxNewTokens, "must be >= 1 (got " + std::to_string(r.max_new_tokens) + ")");
-  if (r.mode == DecodeMode::Fused && r.fused_passes < 1)
-    throw BadRequest(F::FusedPasses, "must be >= 1 (got " + std::to_string(r.fused_passes) + ")");
+  if (const auto p = r.decoding.problem(); !p.empty()) throw BadRequest(F::FusedPasses, p);
   if (const auto problem = temperature_problem(r.sampling.temperature); !problem.empty())
     throw BadRequest(F::Temperature, problem);
   if (const auto problem = top_k_problem(r.sampling.top_k); !problem.empty()) throw BadRequest(F::TopK, problem);
@@ -231,7 +230,7 @@ void Engine::State::prefill_one() {
       const int64_t n = r.prompt.size();
       // Slots for the prompt and every generated token but the last (never fed); n < context.
       const int64_t capacity = std::min(model->config().context, n + r.max_new_tokens - 1);
-      s.prefill.emplace(model, r.prompt, r.mode, r.fused_passes, capacity, cpu ? &*cpu : nullptr);
+      s.prefill.emplace(model, r.prompt, r.decoding, capacity, cpu ? &*cpu : nullptr);
     }
     const int64_t before = s.prefill->prefilled();
     auto logits = s.prefill->run(options.prefill_chunk);
@@ -257,7 +256,7 @@ void Engine::State::decode_active() {
     std::vector<KVCache*> caches;
     for (auto* s : rows) {
       ids.push_back(s->next_token);
-      modes.push_back(s->request.mode);
+      modes.push_back(s->request.decoding.mode);
       caches.push_back(&s->prefill->cache());
     }
     torch::Tensor logits;  // [B,V]

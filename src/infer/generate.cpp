@@ -93,11 +93,9 @@ std::vector<std::vector<int64_t>> generate(FBT& model, const std::vector<std::ve
   auto cpu_decoder = o.cpu_decoder;  // the dedicated step for fp32 CPU models
   if (!cpu_decoder && CpuDecoder::supports(model)) cpu_decoder = std::make_shared<CpuDecoder>(model);
   // Standard and Soft prefill one plain pass, Fused k + 1 passes; the dedicated step runs them all.
-  const int64_t fused_passes = o.mode == DecodeMode::Fused ? o.fused_passes : 0;
-  if (o.mode == DecodeMode::Fused && fused_passes < 1)
-    throw Error("fused decoding needs --fused-passes >= 1 (got " + std::to_string(fused_passes) + ")");
-  auto logits = cpu_decoder ? cpu_decoder->prefill(tokens, valid, cache, fused_passes)
-                            : prefill(model, tokens.to(dev), valid.to(dev), o.mode, o.fused_passes, cache);
+  if (const auto p = o.decoding.problem(); !p.empty()) throw Error("--fused-passes " + p);
+  auto logits = cpu_decoder ? cpu_decoder->prefill(tokens, valid, cache, o.decoding.fused_passes)
+                            : prefill(model, tokens.to(dev), valid.to(dev), o.decoding, cache);
   std::vector<bool> done(B, false);
   for (int64_t step = 0; step < steps; ++step) {
     if (o.ignore_eos && o.eos_id >= 0)
@@ -119,7 +117,8 @@ std::vector<std::vector<int64_t>> generate(FBT& model, const std::vector<std::ve
       all_done = false;
     }
     if (all_done || step + 1 == steps || (o.should_stop && o.should_stop())) break;
-    logits = cpu_decoder ? cpu_decoder->step(next, o.mode, cache) : decode_step(model, next, o.mode, cache);
+    logits = cpu_decoder ? cpu_decoder->step(next, o.decoding.mode, cache)
+                         : decode_step(model, next, o.decoding.mode, cache);
   }
   return out;
 }

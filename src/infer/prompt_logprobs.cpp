@@ -14,15 +14,15 @@ namespace fbt {
 namespace {
 
 /// Next-token logits [T,V] (float) of tokens [1,T] in `mode` (the header's definitions).
-torch::Tensor mode_logits(FBT& model, const torch::Tensor& tokens, DecodeMode mode, int64_t fused_passes) {
-  switch (mode) {
+torch::Tensor mode_logits(FBT& model, const torch::Tensor& tokens, const Decoding& decoding) {
+  switch (decoding.mode) {
     case DecodeMode::Standard:
       return model->forward(tokens)[0].to(torch::kFloat);
     case DecodeMode::Soft:
       return sequential_logits(model, tokens)[0].to(torch::kFloat);
     case DecodeMode::Fused: {
       PassOptions options;
-      options.passes = fused_passes + 1;
+      options.passes = decoding.prefill_passes();
       options.keep_logits = true;
       return forward_passes(model, tokens, {}, options).logits.back()[0].to(torch::kFloat);
     }
@@ -52,8 +52,8 @@ std::vector<std::vector<std::pair<int64_t, float>>> top_entries(const torch::Ten
 
 }  // namespace
 
-PromptLogprobs prompt_logprobs(FBT& model, const std::vector<int64_t>& tokens, DecodeMode mode,
-                               int64_t fused_passes, int64_t top_n) {
+PromptLogprobs prompt_logprobs(FBT& model, const std::vector<int64_t>& tokens, const Decoding& decoding,
+                               int64_t top_n) {
   const auto& config = model->config();
   const int64_t T = static_cast<int64_t>(tokens.size());
   if (T == 0) throw Error("prompt_logprobs: the prompt has no tokens");
@@ -69,14 +69,13 @@ PromptLogprobs prompt_logprobs(FBT& model, const std::vector<int64_t>& tokens, D
   if (top_n > config.vocab_size)
     throw Error("prompt_logprobs: top_n " + std::to_string(top_n) + " exceeds the vocabulary size " +
                 std::to_string(config.vocab_size));
-  if (mode == DecodeMode::Fused && fused_passes < 1)
-    throw Error("prompt_logprobs: the fused mode needs fused_passes >= 1 (got " + std::to_string(fused_passes) + ")");
+  if (const auto p = decoding.problem(); !p.empty()) throw Error("prompt_logprobs: fused_passes " + p);
 
   torch::NoGradGuard no_grad;
   const auto device = model->parameters().front().device();
   const auto ids = torch::tensor(tokens, torch::kLong).view({1, T}).to(device);  // [1,T]
   // Position t-1's distribution scores token t: lp[t-1] over [T-1, V].
-  const auto lp = torch::log_softmax(mode_logits(model, ids, mode, fused_passes).narrow(0, 0, T - 1), -1).cpu();
+  const auto lp = torch::log_softmax(mode_logits(model, ids, decoding).narrow(0, 0, T - 1), -1).cpu();
   const auto next = torch::tensor(tokens, torch::kLong).narrow(0, 1, T - 1);                      // [T-1]
   const auto chosen = lp.gather(1, next.unsqueeze(1)).squeeze(1).contiguous();                     // [T-1]
 

@@ -5,17 +5,16 @@
 
 namespace fbt {
 
-PromptPrefill::PromptPrefill(FBT model, std::vector<int64_t> prompt, DecodeMode mode, int64_t fused_passes,
-                             int64_t capacity, CpuDecoder* cpu)
+PromptPrefill::PromptPrefill(FBT model, std::vector<int64_t> prompt, const Decoding& decoding, int64_t capacity,
+                             CpuDecoder* cpu)
     : model_(std::move(model)), prompt_(std::move(prompt)), capacity_(capacity), cpu_(cpu) {
   const int64_t n = prompt_.size(), context = model_->config().context;
   if (n == 0) throw Error("the prompt is empty");
   if (capacity < n || capacity > context)
     throw Error("prefill capacity " + std::to_string(capacity) + " must lie in [prompt length " + std::to_string(n) +
                 ", model context " + std::to_string(context) + "]");
-  if (mode == DecodeMode::Fused && fused_passes < 1)
-    throw Error("fused decoding needs --fused-passes >= 1 (got " + std::to_string(fused_passes) + ")");
-  passes_ = mode == DecodeMode::Fused ? 1 + fused_passes : 1;
+  if (const auto p = decoding.problem(); !p.empty()) throw Error("fused_passes " + p);
+  passes_ = decoding.prefill_passes();
   const auto device = model_->parameters().front().device();
   plain_ = model_->plain_positions(torch::tensor(prompt_, torch::kLong).view({1, n}).to(device));  // [1,n]
 }

@@ -38,8 +38,7 @@ ChoiceRunner::ChoiceRunner(Engine& engine, const Tokenizer& tokenizer, const Gen
     for (int64_t i = 0; i < params.n; ++i) {
       SequenceRequest r;
       r.prompt = prompt;
-      r.mode = params.mode;
-      r.fused_passes = params.fused_passes;
+      r.decoding = params.decoding;
       r.sampling = params.sampling;
       r.sampling.seed = params.sampling.seed + static_cast<uint64_t>(i);
       r.max_new_tokens = params.max_tokens;

@@ -274,7 +274,7 @@ std::vector<TokenLogprob> HttpServer::Impl::prompt_entries(const std::vector<int
 
 void HttpServer::Impl::completions(const httplib::Request& req, httplib::Response& res, std::shared_ptr<void> inflight) {
   const CompletionRequest r = parse_completion_request(req.body, served);
-  const auto header = make_header("cmpl-", served.name, mode_label(r.params.mode, r.params.fused_passes));
+  const auto header = make_header("cmpl-", served.name, r.params.decoding.label());
   const Tokenizer& tokenizer = *served.tokenizer;
   const bool with_logprobs = r.logprobs >= 0;
   const auto n = static_cast<size_t>(r.params.n);
@@ -347,7 +347,7 @@ void HttpServer::Impl::completions(const httplib::Request& req, httplib::Respons
 
 void HttpServer::Impl::chat(const httplib::Request& req, httplib::Response& res, std::shared_ptr<void> inflight) {
   const ChatRequest r = parse_chat_request(req.body, served);
-  const auto header = make_header("chatcmpl-", served.name, mode_label(r.params.mode, r.params.fused_passes));
+  const auto header = make_header("chatcmpl-", served.name, r.params.decoding.label());
   std::vector<int64_t> stop_tokens{served.chat->end_of_turn_id()};
   if (served.tokenizer->eos_id() != stop_tokens[0]) stop_tokens.push_back(served.tokenizer->eos_id());
   auto runner = std::make_shared<ChoiceRunner>(engine, *served.tokenizer, r.params,

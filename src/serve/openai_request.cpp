@@ -103,19 +103,20 @@ std::vector<std::string> read_stop(const json& j) {
 /// (under `max_tokens`, or for chat also `max_completion_tokens`).
 GenerationParams read_params(const json& j, const ServedModel& model, int64_t default_max_tokens, bool chat) {
   GenerationParams p;
-  p.mode = model.default_mode;
-  p.fused_passes = model.default_fused_passes;
-  std::string mode;
-  if (read_optional(j, "fbt_mode", mode)) {
+  DecodeMode mode = model.default_mode;
+  int64_t fused_passes = model.default_fused_passes;
+  std::string mode_name;
+  if (read_optional(j, "fbt_mode", mode_name)) {
     try {
-      p.mode = enum_from_string<DecodeMode>(mode, "fbt_mode");
+      mode = enum_from_string<DecodeMode>(mode_name, "fbt_mode");
     } catch (const Error& e) {
       throw ApiError(400, e.what(), "fbt_mode");
     }
   }
-  if (read_optional(j, "fbt_fused_passes", p.fused_passes))
-    require(p.fused_passes >= 1 && p.fused_passes <= kMaxFusedPasses, "fbt_fused_passes",
-            "must be in [1, " + std::to_string(kMaxFusedPasses) + "] (got " + std::to_string(p.fused_passes) + ")");
+  if (read_optional(j, "fbt_fused_passes", fused_passes))
+    require(fused_passes >= 1 && fused_passes <= kMaxFusedPasses, "fbt_fused_passes",
+            "must be in [1, " + std::to_string(kMaxFusedPasses) + "] (got " + std::to_string(fused_passes) + ")");
+  p.decoding = Decoding::make(mode, fused_passes, "fbt_fused_passes");  // valid: k >= 1 was checked
   p.sampling.temperature = 1.0;  // OpenAI's default
   if (read_optional(j, "temperature", p.sampling.temperature))
     require(temperature_in_range(p.sampling.temperature) && p.sampling.temperature <= kMaxApiTemperature,

@@ -335,7 +335,7 @@ TEST_F(EvalMCModel, StandardScorerEqualsPlainForward) {
   }
   reqs.push_back(greedy);
 
-  ModelScorer scorer(model, 0, 3);
+  ModelScorer scorer(model, Decoding{}, 3);
   EXPECT_EQ(scorer.mode_name(), "standard");
   const auto got = scorer.score(reqs);
   ASSERT_EQ(got.size(), reqs.size());
@@ -355,9 +355,9 @@ TEST_F(EvalMCModel, StandardScorerEqualsPlainForward) {
 TEST_F(EvalMCModel, FusedScorerMatchesPassesAndSequentialRecurrence) {
   torch::NoGradGuard no_grad;
   const auto reqs = requests();
-  const auto standard = ModelScorer(model, 0, 2).score(reqs);
+  const auto standard = ModelScorer(model, Decoding{}, 2).score(reqs);
   for (int64_t k : {1, 2}) {
-    ModelScorer scorer(model, k, 4);
+    ModelScorer scorer(model, k == 0 ? Decoding{} : Decoding::fused(k), 4);
     EXPECT_EQ(scorer.mode_name(), "fused(" + std::to_string(k) + ")");
     const auto got = scorer.score(reqs);
     PassOptions o;
@@ -375,18 +375,19 @@ TEST_F(EvalMCModel, FusedScorerMatchesPassesAndSequentialRecurrence) {
         EXPECT_NEAR(got[i].loglik, standard[i].loglik, 1e-5);
     }
   }
-  const auto plain = ModelScorer(model, 0, 1).score(reqs);  // other batching: same numbers
+  const auto plain = ModelScorer(model, Decoding{}, 1).score(reqs);  // other batching: same numbers
   for (size_t i = 0; i < reqs.size(); ++i) EXPECT_NEAR(plain[i].loglik, standard[i].loglik, 1e-4);
 
   const ScoreRequest short_request = reqs[0];  // 4 context + 2 continuation tokens: row length 5
   const auto [input, s] = row(short_request);
   const auto exact = score_logits(sequential_logits(model, input), s, 2);
-  EXPECT_NEAR(ModelScorer(model, 4, 1).score({short_request})[0].loglik, exact.loglik, 1e-4);
+  EXPECT_NEAR(ModelScorer(model, Decoding::fused(4), 1).score({short_request})[0].loglik, exact.loglik, 1e-4);
 
-  EXPECT_THROW(ModelScorer(model, -1, 1), Error);
-  EXPECT_THROW(ModelScorer(model, 0, 0), Error);
-  EXPECT_THROW(ModelScorer(model, 0, 1).score({ScoreRequest{{1}, std::vector<int64_t>(kContext + 1, 2)}}), Error);
-  EXPECT_THROW(ModelScorer(model, 0, 1).score({ScoreRequest{{}, {2}}}), Error);
+  EXPECT_THROW(ModelScorer(model, Decoding{DecodeMode::Fused, 0}, 1), Error);
+  EXPECT_THROW(ModelScorer(model, Decoding{DecodeMode::Soft, 0}, 1), Error);  // soft has no teacher-forced scoring
+  EXPECT_THROW(ModelScorer(model, Decoding{}, 0), Error);
+  EXPECT_THROW(ModelScorer(model, Decoding{}, 1).score({ScoreRequest{{1}, std::vector<int64_t>(kContext + 1, 2)}}), Error);
+  EXPECT_THROW(ModelScorer(model, Decoding{}, 1).score({ScoreRequest{{}, {2}}}), Error);
 }
 
 /// `fbt eval` on a tiny checkpoint and a 104-item ARC-Easy file in the LLM-Adapters layout.
@@ -434,7 +435,7 @@ TEST_F(EvalMCCli, PrintsTableAndWritesJsonMatchingInProcessScores) {
   o.limit = 3;
   size_t row = 0;
   for (int64_t k : {0, 1}) {
-    ModelScorer scorer(model, k, 4);
+    ModelScorer scorer(model, k == 0 ? Decoding{} : Decoding::fused(k), 4);
     for (const auto& want : evaluate_task(find_task("arc_easy"), docs, ByteTokenizer(), scorer, o)) {
       const auto& got = rows[row++];
       EXPECT_EQ(got.at("task"), "arc_easy");

@@ -82,7 +82,7 @@ TEST(CpuDecoder, PerSequenceCachesStepLikeDecodeStepAndTheSameAlone) {
       auto prompt = torch::randint(4, config.vocab_size, {1, n}, torch::kLong);
       caches.emplace_back(config, 1, n + 4, torch::dtype(torch::kFloat));
       auto mode = modes[caches.size() - 1];
-      next.push_back(prefill(model, prompt, torch::ones({1, n}, torch::kBool), mode, 2, caches.back()).argmax(-1).item<int64_t>());
+      next.push_back(prefill(model, prompt, torch::ones({1, n}, torch::kBool), Decoding::make(mode, 2), caches.back()).argmax(-1).item<int64_t>());
     }
     next[0] = 3;  // the variant's separator: row 0's next input is plain
     CpuDecoder decoder(model, CpuDecoderOptions{/*batch_invariant=*/true, weights, Q8Activations::Fp32});
@@ -127,15 +127,15 @@ TEST(CpuDecoder, StepEqualsTheGenericDecodeStep) {
       valid[2].narrow(0, 0, 6).fill_(false);  // row 2: 1 real token
       KVCache generic(config, B, P + steps, torch::dtype(torch::kFloat));
       KVCache fast(config, B, P + steps, torch::dtype(torch::kFloat));
-      auto logits = prefill(model, tokens, valid, DecodeMode::Standard, 0, generic);
-      prefill(model, tokens, valid, DecodeMode::Standard, 0, fast);
+      auto logits = prefill(model, tokens, valid, Decoding{}, generic);
+      prefill(model, tokens, valid, Decoding{}, fast);
       CpuDecoder decoder(model);
       auto next = logits.argmax(-1);
       for (int64_t s = 0; s < steps; ++s) {
         if (s == 3) next[1] = 3;  // the variant's separator (an ordinary token elsewhere)
         auto expected = decode_step(model, next, mode, generic);
         auto got = decoder.step(next, mode, fast);
-        const std::string where = mode_label(mode, 0) + " d_model " + std::to_string(config.d_model) +
+        const std::string where = Decoding::make(mode, 0).label() + " d_model " + std::to_string(config.d_model) +
                                   " layers " + std::to_string(config.n_layers) + " step " + std::to_string(s);
         ASSERT_LT(max_abs_diff(got, expected), kCpuDecoderTol) << where;
         ASSERT_LT(max_abs_diff(fast.h_prev, generic.h_prev), kCpuDecoderTol) << where;
@@ -165,7 +165,7 @@ TEST(CpuDecoder, QuantisedWeightsStepLikeTheirDequantisedModel) {
     auto tokens = torch::randint(4, config.vocab_size, {B, P}, torch::kLong);
     auto valid = torch::ones({B, P}, torch::kBool);
     KVCache reference(config, B, P + 4, torch::dtype(torch::kFloat));
-    auto next = prefill(dequantised, tokens, valid, DecodeMode::Standard, 0, reference).argmax(-1);
+    auto next = prefill(dequantised, tokens, valid, Decoding{}, reference).argmax(-1);
     KVCache f32_in = clone(reference), int8_in = clone(reference);
     CpuDecoderOptions fp32_acts{/*batch_invariant=*/true, weights, Q8Activations::Fp32};
     CpuDecoderOptions int8_acts{/*batch_invariant=*/true, weights, Q8Activations::Int8};
@@ -186,7 +186,7 @@ TEST(CpuDecoder, QuantisedWeightsStepLikeTheirDequantisedModel) {
     std::vector<KVCache*> rows;
     for (int64_t b = 0; b < B; ++b) {
       own.emplace_back(config, 1, P + 1, torch::dtype(torch::kFloat));
-      prefill(model, tokens.narrow(0, b, 1), valid.narrow(0, b, 1), DecodeMode::Standard, 0, own.back());
+      prefill(model, tokens.narrow(0, b, 1), valid.narrow(0, b, 1), Decoding{}, own.back());
     }
     std::vector<KVCache> alone{clone(own[0]), clone(own[1])};
     for (auto& c : own) rows.push_back(&c);
@@ -243,7 +243,7 @@ TEST(CpuDecoder, PrefillEqualsTheGenericPrefill) {
       auto valid = torch::ones({B, T}, torch::kBool);
       if (B == 2) valid[1].narrow(0, 0, 30).fill_(false);  // row 1: 40 real tokens after 30 pads
       KVCache generic(config, B, T + 1, torch::dtype(torch::kFloat)), fast(config, B, T + 1, torch::dtype(torch::kFloat));
-      auto expected = prefill(reference, tokens, valid, passes ? DecodeMode::Fused : DecodeMode::Standard, passes, generic);
+      auto expected = prefill(reference, tokens, valid, Decoding::make(passes ? DecodeMode::Fused : DecodeMode::Standard, passes), generic);
       auto got = decoder.prefill(tokens, valid, fast, passes);
       const std::string where = enum_to_string(config.block) + " weights " + std::to_string(int(weights)) + " layers " +
                                 std::to_string(config.n_layers) + " B " + std::to_string(B) + " fused passes " +
@@ -325,8 +325,8 @@ TEST(CpuDecoder, SoftDiffersFromStandardAndBadInputIsRefused) {
   auto prompt = torch::randint(config.vocab_size, {1, 5}, torch::kLong);
   auto valid = torch::ones({1, 5}, torch::kBool);
   KVCache a(config, 1, 6, torch::dtype(torch::kFloat)), b(config, 1, 6, torch::dtype(torch::kFloat));
-  auto next = prefill(model, prompt, valid, DecodeMode::Standard, 0, a).argmax(-1);
-  prefill(model, prompt, valid, DecodeMode::Standard, 0, b);
+  auto next = prefill(model, prompt, valid, Decoding{}, a).argmax(-1);
+  prefill(model, prompt, valid, Decoding{}, b);
   CpuDecoder decoder(model);
   EXPECT_GT(max_abs_diff(decoder.step(next, DecodeMode::Soft, a), decoder.step(next, DecodeMode::Standard, b)), 1e-3);
   EXPECT_THROW(decoder.step(torch::full({1}, config.vocab_size, torch::kLong), DecodeMode::Soft, a), Error);

@@ -57,7 +57,7 @@ TEST(Decode, StandardCachedDecodingMatchesFullForward) {
       valid[b].narrow(0, P - prompt_len[b], prompt_len[b]).fill_(true);
     }
     KVCache cache(config, B, P + steps, on_test_device(torch::kFloat));
-    auto logits = prefill(model, tokens, valid, DecodeMode::Standard, 0, cache);  // [B,V]
+    auto logits = prefill(model, tokens, valid, Decoding{}, cache);  // [B,V]
     for (int64_t s = 0; s <= steps; ++s) {
       for (int64_t b = 0; b < B; ++b) {
         const int64_t t = prompt_len[b] - 1 + s;  // position whose next-token logits we hold
@@ -104,7 +104,7 @@ TEST(Decode, SoftDecodingEqualsKPassWithPlainPrefix) {
     KVCache cache(config, B, T, on_test_device(torch::kFloat));
     std::vector<torch::Tensor> soft;  // next-token logits at positions P-1 .. T-1
     soft.push_back(prefill(model, seqs.narrow(1, 0, P), torch::ones({B, P}, on_test_device(torch::kBool)),
-                           DecodeMode::Soft, 0, cache));
+                           Decoding::make(DecodeMode::Soft, 0), cache));
     for (int64_t t = P; t < T; ++t) soft.push_back(decode_step(model, seqs.select(1, t), DecodeMode::Soft, cache));
     PassOptions o;
     o.passes = steps + 1;  // exact for t < P + K - 1
@@ -136,7 +136,7 @@ TEST(Decode, FusedPrefillEqualsPassKPlusOne) {
     }
     for (int64_t k : {1, 2, 3}) {
       KVCache cache(config, B, P + 1, on_test_device(torch::kFloat));
-      auto logits = prefill(model, tokens, valid, DecodeMode::Fused, k, cache);
+      auto logits = prefill(model, tokens, valid, Decoding::make(DecodeMode::Fused, k), cache);
       for (int64_t b = 0; b < B; ++b) {
         PassOptions o;
         o.passes = k + 1;

@@ -105,8 +105,7 @@ std::vector<SequenceRequest> requests(const ModelConfig& config, DecodeMode mode
     const int64_t n = 1 + (i * 29) % 43;
     auto ids = torch::randint(0, config.vocab_size, {n}, torch::kLong);
     r.prompt.assign(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + n);
-    r.mode = mode;
-    r.fused_passes = fused_passes;
+    r.decoding = Decoding::make(mode, fused_passes);
     r.max_new_tokens = 3 + i;
     if (i % 2) r.sampling = SamplingOptions{0.9, i % 4 == 1 ? 20 : 0, i % 4 == 3 ? 0.9 : 1.0, uint64_t(100 + i)};
     r.top_logprobs = i % 3;
@@ -131,7 +130,7 @@ TEST(Engine, ASequenceDecodesTheSameAloneAndAmongFifteenOthers) {
     for (auto [mode, k] : {std::pair{DecodeMode::Standard, 1}, std::pair{DecodeMode::Soft, 1},
                            std::pair{DecodeMode::Fused, 2}}) {
       const auto reqs = requests(config, mode, k);
-      const std::string where = enum_to_string(config.block) + " " + mode_label(mode, k);
+      const std::string where = enum_to_string(config.block) + " " + Decoding::make(mode, k).label();
       std::vector<Outcome> alone;
       for (const auto& r : reqs) {
         Engine engine(model, EngineOptions{16, 64, 8});
@@ -169,23 +168,22 @@ TEST(Engine, GreedyEqualsGenerateAndLogprobsAreLogSoftmax) {
   for (auto [mode, k] : {std::pair{DecodeMode::Standard, 1}, std::pair{DecodeMode::Soft, 1},
                          std::pair{DecodeMode::Fused, 2}}) {
     GenerationOptions g;
-    g.mode = mode;
-    g.fused_passes = k;
+    g.decoding = Decoding::make(mode, k);
     g.max_new_tokens = 12;
     const auto expected = generate(model, {prompt}, g)[0];
     Engine engine(model, EngineOptions{});
     Collector c;
-    SequenceRequest r{prompt, mode, k, {}, 12, {}, 0};
+    SequenceRequest r{prompt, Decoding::make(mode, k), {}, 12, {}, 0};
     c.submit(engine, r, 0);
     c.wait_finished(1);
     const auto got = c.outcomes()[0];
-    EXPECT_EQ(got.tokens, expected) << mode_label(mode, k);
+    EXPECT_EQ(got.tokens, expected) << Decoding::make(mode, k).label();
     EXPECT_EQ(got.reason, FinishReason::Length);
     torch::NoGradGuard no_grad;
     KVCache cache(model->config(), 1, 8, torch::dtype(torch::kFloat));
-    auto logits = prefill(model, torch::tensor(prompt).view({1, -1}), torch::ones({1, 6}, torch::kBool), mode, k, cache);
+    auto logits = prefill(model, torch::tensor(prompt).view({1, -1}), torch::ones({1, 6}, torch::kBool), Decoding::make(mode, k), cache);
     const float want = torch::log_softmax(logits, -1)[0][got.tokens[0]].item<float>();
-    EXPECT_NEAR(got.logprobs[0], want, 1e-4) << mode_label(mode, k);
+    EXPECT_NEAR(got.logprobs[0], want, 1e-4) << Decoding::make(mode, k).label();
   }
 }
 
@@ -194,7 +192,7 @@ TEST(Engine, StopTokensLengthContextCancelQueueAndDrain) {
   const int64_t context = model->config().context;
   Engine engine(model, EngineOptions{1, 1, 8});
   Collector c;
-  SequenceRequest base{{4, 8, 15, 16, 23, 42}, DecodeMode::Soft, 1, {}, 6, {}, -1};
+  SequenceRequest base{{4, 8, 15, 16, 23, 42}, Decoding{DecodeMode::Soft}, {}, 6, {}, -1};
   c.submit(engine, base, 0);
   c.wait_finished(1);
   const auto free_run = c.outcomes()[0];
@@ -269,7 +267,7 @@ TEST(Engine, StopTokensLengthContextCancelQueueAndDrain) {
 TEST(Engine, BadRequestsNameTheField) {
   auto model = make_test_model();
   Engine engine(model, EngineOptions{});
-  const SequenceRequest ok{{1, 2, 3}, DecodeMode::Standard, 1, {}, 4, {}, -1};
+  const SequenceRequest ok{{1, 2, 3}, Decoding{}, {}, 4, {}, -1};
   auto with = [&](auto edit) {
     auto r = ok;
     edit(r);
@@ -283,7 +281,8 @@ TEST(Engine, BadRequestsNameTheField) {
   refused([&](auto& r) { r.prompt.assign(context, 1); }, "prompt: " + std::to_string(context) + " tokens");
   refused([&](auto& r) { r.prompt[1] = V; }, "prompt: token id " + std::to_string(V));
   refused([](auto& r) { r.max_new_tokens = 0; }, "max_new_tokens: must be >= 1 (got 0)");
-  refused([](auto& r) { r.mode = DecodeMode::Fused; r.fused_passes = 0; }, "fused_passes: must be >= 1 (got 0)");
+  refused([](auto& r) { r.decoding = Decoding{DecodeMode::Fused, 0}; }, "fused_passes: must be >= 1 for the fused mode (got 0)");
+  refused([](auto& r) { r.decoding = Decoding{DecodeMode::Soft, 2}; }, "fused_passes: must be 0 outside the fused mode (got 2)");
   refused([](auto& r) { r.sampling.temperature = -1; }, "sampling.temperature: must be 0 (greedy)");
   refused([](auto& r) { r.sampling.top_k = -2; }, "sampling.top_k: must be >= 1, or 0 or -1");
   refused([](auto& r) { r.sampling.top_p = 0; }, "sampling.top_p: must be in (0, 1] (got 0)");

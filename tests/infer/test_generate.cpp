@@ -85,8 +85,7 @@ TEST(Generate, BatchedEqualsOneByOneInEveryMode) {
   const std::vector<std::vector<int64_t>> prompts{{5, 6, 7, 8, 9, 10}, {11, 12}, {13, 14, 15, 16}};
   for (auto mode : {DecodeMode::Standard, DecodeMode::Soft, DecodeMode::Fused}) {
     GenerationOptions o;
-    o.mode = mode;
-    o.fused_passes = 2;
+    o.decoding = Decoding::make(mode, 2);
     o.max_new_tokens = 8;
     std::vector<std::pair<int64_t, int64_t>> streamed;
     o.on_token = [&](int64_t row, int64_t tok) { streamed.emplace_back(row, tok); };
@@ -140,7 +139,7 @@ TEST(Generate, StopHookEndsGenerationBetweenTokens) {
   auto model = testing::make_test_model();
   for (auto mode : {DecodeMode::Standard, DecodeMode::Soft, DecodeMode::Fused}) {
     GenerationOptions o;
-    o.mode = mode;
+    o.decoding = Decoding::make(mode, 1);
     o.max_new_tokens = 10;
     const auto free_run = generate(model, {{3, 4, 5}}, o)[0];
     ASSERT_EQ(free_run.size(), 10u);

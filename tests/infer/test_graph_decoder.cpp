@@ -33,7 +33,7 @@ Run greedy(FBT& model, DecodeMode mode, KVCache& cache, GraphDecoder* graph, int
   auto valid = torch::ones({3, 6}, torch::kBool);
   valid[1].narrow(0, 0, 3).fill_(false);
   cache.clear();
-  auto logits = prefill(model, tokens.to(dev), valid.to(dev), mode, 1, cache);
+  auto logits = prefill(model, tokens.to(dev), valid.to(dev), Decoding::make(mode, 1), cache);
   Run r;
   std::vector<torch::Tensor> picked;
   for (int64_t s = 0; s < steps; ++s) {
@@ -77,7 +77,7 @@ TEST(GraphDecoder, FixedShapeStepMatchesDecodeStepInEveryMode) {
     for (uint64_t seed : {1, 2}) {
       const auto want = greedy(model, mode, eager_cache, nullptr, 10, seed);
       const auto got = greedy(model, mode, fixed_cache, &fixed, 10, seed);
-      expect_same(want, got, 1e-4, mode_label(mode, 1) + " seed " + std::to_string(seed));
+      expect_same(want, got, 1e-4, Decoding::make(mode, 1).label() + " seed " + std::to_string(seed));
       EXPECT_EQ(fixed_cache.length, eager_cache.length);
       EXPECT_TRUE(torch::equal(fixed_cache.next_pos, eager_cache.next_pos));
     }
@@ -92,7 +92,7 @@ TEST(GraphDecoder, BadInputFailsWithAClearMessage) {
   KVCache cache(c, 3, 7, torch::dtype(torch::kFloat));
   EXPECT_THROW(GraphDecoder(model, DecodeMode::Soft, cache, /*use_graph=*/true), Error);  // a CPU cache
   GraphDecoder fixed(model, DecodeMode::Soft, cache, false);
-  prefill(model, torch::ones({3, 6}, torch::kLong), torch::ones({3, 6}, torch::kBool), DecodeMode::Soft, 1, cache);
+  prefill(model, torch::ones({3, 6}, torch::kLong), torch::ones({3, 6}, torch::kBool), Decoding::make(DecodeMode::Soft, 1), cache);
   try {
     fixed.step(torch::full({3}, c.vocab_size, torch::kLong));
     FAIL() << "an out-of-vocabulary id was accepted";
@@ -119,7 +119,7 @@ TEST(GraphDecoder, CudaGraphReplayMatchesEagerDecoding) {
       KVCache eager_cache(c, 3, 24, opts), fixed_cache(c, 3, 24, opts), graph_cache(c, 3, 24, opts);
       GraphDecoder fixed(model, mode, fixed_cache, false), graph(model, mode, graph_cache, true);
       for (uint64_t seed : {1, 2}) {
-        const auto what = name + " " + mode_label(mode, 1) + " seed " + std::to_string(seed);
+        const auto what = name + " " + Decoding::make(mode, 1).label() + " seed " + std::to_string(seed);
         const auto replayed = greedy(model, mode, graph_cache, &graph, 12, seed);
         const auto same_shapes = greedy(model, mode, fixed_cache, &fixed, 12, seed);
         // bf16: near-ties may pick other tokens after differently rounded logits, so decode_step

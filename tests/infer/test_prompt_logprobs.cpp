@@ -40,7 +40,7 @@ torch::Tensor reference_logits(FBT& model, const std::vector<int64_t>& prompt, D
   }
   KVCache cache(model->config(), 1, T, torch::dtype(torch::kFloat));
   std::vector<torch::Tensor> rows{
-      prefill(model, ids.narrow(1, 0, 1), torch::ones({1, 1}, torch::kBool), mode, 0, cache)};  // [1,V]
+      prefill(model, ids.narrow(1, 0, 1), torch::ones({1, 1}, torch::kBool), Decoding::make(mode, 0), cache)};  // [1,V]
   for (int64_t t = 1; t < T; ++t) rows.push_back(decode_step(model, ids.select(1, t), mode, cache));
   return torch::cat(rows, 0);  // [T,V]
 }
@@ -52,13 +52,13 @@ TEST(PromptLogprobs, EqualsLogSoftmaxOfEachModesLogits) {
   auto model = make_test_model();
   const auto prompt = random_prompt(12, model->config().vocab_size, 1);
   for (const auto& [mode, k] : kModes) {
-    const auto lp = prompt_logprobs(model, prompt, mode, k, 0);
+    const auto lp = prompt_logprobs(model, prompt, Decoding::make(mode, k), 0);
     const auto ref = torch::log_softmax(reference_logits(model, prompt, mode, k).to(torch::kDouble), -1);  // [T,V]
     ASSERT_EQ(lp.logprob.size(), prompt.size());
     ASSERT_EQ(lp.top.size(), prompt.size());
-    EXPECT_TRUE(std::isnan(lp.logprob[0])) << mode_label(mode, k);
+    EXPECT_TRUE(std::isnan(lp.logprob[0])) << Decoding::make(mode, k).label();
     for (size_t t = 1; t < prompt.size(); ++t) {
-      EXPECT_NEAR(lp.logprob[t], ref[t - 1][prompt[t]].item<double>(), kLogprobsTol) << mode_label(mode, k) << " t=" << t;
+      EXPECT_NEAR(lp.logprob[t], ref[t - 1][prompt[t]].item<double>(), kLogprobsTol) << Decoding::make(mode, k).label() << " t=" << t;
       EXPECT_TRUE(lp.top[t].empty());
     }
   }
@@ -68,12 +68,12 @@ TEST(PromptLogprobs, EqualsLogSoftmaxOfEachModesLogits) {
 TEST(PromptLogprobs, ModesDiffer) {
   auto model = make_test_model();
   const auto prompt = random_prompt(12, model->config().vocab_size, 2);
-  const auto standard = prompt_logprobs(model, prompt, DecodeMode::Standard, 0, 0).logprob;
+  const auto standard = prompt_logprobs(model, prompt, Decoding{}, 0).logprob;
   for (const auto& [mode, k] : {std::pair{DecodeMode::Soft, int64_t{0}}, std::pair{DecodeMode::Fused, int64_t{1}}}) {
-    const auto other = prompt_logprobs(model, prompt, mode, k, 0).logprob;
+    const auto other = prompt_logprobs(model, prompt, Decoding::make(mode, k), 0).logprob;
     double diff = 0;
     for (size_t t = 1; t < prompt.size(); ++t) diff = std::max(diff, std::abs(double(other[t]) - standard[t]));
-    EXPECT_GT(diff, 1e-3) << mode_label(mode, k);
+    EXPECT_GT(diff, 1e-3) << Decoding::make(mode, k).label();
   }
 }
 
@@ -98,17 +98,17 @@ TEST(PromptLogprobs, ContinuationSumEqualsModelScorer) {
 
   for (int64_t k : {0, 1, 2}) {
     const auto mode = k == 0 ? DecodeMode::Standard : DecodeMode::Fused;
-    const auto scores = ModelScorer(model, k, 3).score(requests);
+    const auto scores = ModelScorer(model, Decoding::make(mode, k), 3).score(requests);
     for (size_t i = 0; i < requests.size(); ++i) {
-      const auto lp = prompt_logprobs(model, prompts[i], mode, k, 1);
+      const auto lp = prompt_logprobs(model, prompts[i], Decoding::make(mode, k), 1);
       double sum = 0;
       bool greedy = true;
       for (size_t t = requests[i].context.size(); t < prompts[i].size(); ++t) {
         sum += lp.logprob[t];
         greedy = greedy && lp.top[t][0].first == prompts[i][t];
       }
-      EXPECT_NEAR(sum, scores[i].loglik, 1e-4) << mode_label(mode, k) << " request " << i;
-      EXPECT_EQ(greedy, scores[i].greedy) << mode_label(mode, k) << " request " << i;
+      EXPECT_NEAR(sum, scores[i].loglik, 1e-4) << Decoding::make(mode, k).label() << " request " << i;
+      EXPECT_EQ(greedy, scores[i].greedy) << Decoding::make(mode, k).label() << " request " << i;
     }
     if (k == 0) {
       EXPECT_TRUE(scores.back().greedy);  // the greedy request's argmax came from the standard mode
@@ -121,9 +121,9 @@ TEST(PromptLogprobs, ContinuationSumEqualsModelScorer) {
 TEST(PromptLogprobs, SoftEqualsFusedWhereThePassesAreExact) {
   auto model = make_test_model();
   const auto prompt = random_prompt(12, model->config().vocab_size, 3);
-  const auto soft = prompt_logprobs(model, prompt, DecodeMode::Soft, 0, 0).logprob;
+  const auto soft = prompt_logprobs(model, prompt, Decoding::make(DecodeMode::Soft, 0), 0).logprob;
   for (int64_t k : {1, 2, 4}) {
-    const auto fused = prompt_logprobs(model, prompt, DecodeMode::Fused, k, 0).logprob;
+    const auto fused = prompt_logprobs(model, prompt, Decoding::make(DecodeMode::Fused, k), 0).logprob;
     double later = 0;
     for (size_t t = 1; t < prompt.size(); ++t) {
       if (static_cast<int64_t>(t) <= k + 1) EXPECT_NEAR(fused[t], soft[t], kLogprobsTol) << "k=" << k << " t=" << t;
@@ -132,7 +132,7 @@ TEST(PromptLogprobs, SoftEqualsFusedWhereThePassesAreExact) {
     EXPECT_GT(later, 1e-4) << "k=" << k;
   }
   // With as many passes as positions the Jacobi iteration is the recurrence everywhere.
-  const auto all = prompt_logprobs(model, prompt, DecodeMode::Fused, static_cast<int64_t>(prompt.size()), 0).logprob;
+  const auto all = prompt_logprobs(model, prompt, Decoding::make(DecodeMode::Fused, static_cast<int64_t>(prompt.size())), 0).logprob;
   for (size_t t = 1; t < prompt.size(); ++t) EXPECT_NEAR(all[t], soft[t], kLogprobsTol) << "t=" << t;
 }
 
@@ -152,7 +152,7 @@ TEST(PromptLogprobs, TopNOrderAndTies) {
   const auto prompt = random_prompt(9, V, 4);
   const auto ref = torch::log_softmax(model->forward(torch::tensor(prompt).view({1, -1}))[0].detach(), -1);  // [T,V]
   for (int64_t top_n : {int64_t{1}, int64_t{3}, int64_t{14}, V}) {
-    const auto lp = prompt_logprobs(model, prompt, DecodeMode::Standard, 0, top_n);
+    const auto lp = prompt_logprobs(model, prompt, Decoding{}, top_n);
     EXPECT_TRUE(lp.top[0].empty());
     for (size_t t = 1; t < prompt.size(); ++t) {
       const auto row = ref[t - 1];
@@ -181,18 +181,18 @@ TEST(PromptLogprobs, TopNOrderAndTies) {
 TEST(PromptLogprobs, BadInputIsAnError) {
   auto model = make_test_model();
   const int64_t V = model->config().vocab_size, T = model->config().context;
-  expect_error([&] { prompt_logprobs(model, {}, DecodeMode::Standard, 0, 0); }, {"no tokens"});
-  expect_error([&] { prompt_logprobs(model, std::vector<int64_t>(T + 1, 1), DecodeMode::Standard, 0, 0); },
+  expect_error([&] { prompt_logprobs(model, {}, Decoding{}, 0); }, {"no tokens"});
+  expect_error([&] { prompt_logprobs(model, std::vector<int64_t>(T + 1, 1), Decoding{}, 0); },
                {std::to_string(T + 1), "model context " + std::to_string(T)});
-  expect_error([&] { prompt_logprobs(model, {1, -1}, DecodeMode::Soft, 0, 0); }, {"token -1", "position 1"});
-  expect_error([&] { prompt_logprobs(model, {V, 1}, DecodeMode::Standard, 0, 0); },
+  expect_error([&] { prompt_logprobs(model, {1, -1}, Decoding::make(DecodeMode::Soft, 0), 0); }, {"token -1", "position 1"});
+  expect_error([&] { prompt_logprobs(model, {V, 1}, Decoding{}, 0); },
                {"token " + std::to_string(V), "position 0", "[0, " + std::to_string(V) + ")"});
-  expect_error([&] { prompt_logprobs(model, {1, 2}, DecodeMode::Standard, 0, -1); }, {"top_n", "-1"});
-  expect_error([&] { prompt_logprobs(model, {1, 2}, DecodeMode::Standard, 0, V + 1); }, {"top_n", "vocabulary"});
-  expect_error([&] { prompt_logprobs(model, {1, 2}, DecodeMode::Fused, 0, 0); }, {"fused_passes >= 1", "got 0"});
+  expect_error([&] { prompt_logprobs(model, {1, 2}, Decoding{}, -1); }, {"top_n", "-1"});
+  expect_error([&] { prompt_logprobs(model, {1, 2}, Decoding{}, V + 1); }, {"top_n", "vocabulary"});
+  expect_error([&] { prompt_logprobs(model, {1, 2}, Decoding{DecodeMode::Fused, 0}, 0); }, {"fused_passes must be >= 1", "got 0"});
   // The longest prompt and a one-token prompt are fine; fused_passes is ignored outside fused.
-  EXPECT_EQ(prompt_logprobs(model, std::vector<int64_t>(T, 1), DecodeMode::Soft, 0, 2).top.size(), size_t(T));
-  const auto one = prompt_logprobs(model, {5}, DecodeMode::Standard, 0, 3);
+  EXPECT_EQ(prompt_logprobs(model, std::vector<int64_t>(T, 1), Decoding::make(DecodeMode::Soft, 0), 2).top.size(), size_t(T));
+  const auto one = prompt_logprobs(model, {5}, Decoding{}, 3);
   EXPECT_TRUE(std::isnan(one.logprob.at(0)));
   EXPECT_TRUE(one.top.at(0).empty());
 }

@@ -26,10 +26,10 @@ TEST(PromptPrefill, ChunksEqualTheWholePromptPrefillInEveryMode) {
   for (auto [mode, k] : {std::pair{DecodeMode::Standard, 0}, std::pair{DecodeMode::Soft, 0},
                          std::pair{DecodeMode::Fused, 1}, std::pair{DecodeMode::Fused, 3}}) {
     KVCache whole(config, 1, 16, torch::dtype(torch::kFloat));
-    auto expected = prefill(model, tokens, torch::ones({1, 13}, torch::kBool), mode, k, whole);
+    auto expected = prefill(model, tokens, torch::ones({1, 13}, torch::kBool), Decoding::make(mode, k), whole);
     for (int64_t chunk : {1, 5, 13, 64}) {
-      const std::string where = mode_label(mode, k) + " chunk " + std::to_string(chunk);
-      PromptPrefill chunked(model, prompt, mode, k, 16);
+      const std::string where = Decoding::make(mode, k).label() + " chunk " + std::to_string(chunk);
+      PromptPrefill chunked(model, prompt, Decoding::make(mode, k), 16);
       torch::Tensor logits;
       int64_t calls = 0;
       while (!chunked.done()) {
@@ -81,16 +81,16 @@ TEST(PromptPrefill, OnTheCpuDecoderChunksAreTheSameBits) {
   for (auto [mode, k] : {std::pair{DecodeMode::Standard, 0}, std::pair{DecodeMode::Soft, 0},
                          std::pair{DecodeMode::Fused, 1}, std::pair{DecodeMode::Fused, 3}}) {
     KVCache generic(config, 1, 16, torch::dtype(torch::kFloat)), direct(config, 1, 16, torch::dtype(torch::kFloat));
-    auto expected = prefill(model, tokens, valid, mode, k, generic);
-    PromptPrefill whole(model, prompt, mode, k, 16, &cpu);
+    auto expected = prefill(model, tokens, valid, Decoding::make(mode, k), generic);
+    PromptPrefill whole(model, prompt, Decoding::make(mode, k), 16, &cpu);
     auto reference = whole.run(13);
-    EXPECT_LT(max_abs_diff(reference, expected), kPrefillTol) << mode_label(mode, k);
-    EXPECT_LT(max_abs_diff(whole.cache().h_prev, generic.h_prev), kPrefillTol) << mode_label(mode, k);
-    EXPECT_TRUE(torch::equal(cpu.prefill(tokens, valid, direct, k), reference)) << mode_label(mode, k);
-    EXPECT_TRUE(torch::equal(direct.h_prev, whole.cache().h_prev)) << mode_label(mode, k);
+    EXPECT_LT(max_abs_diff(reference, expected), kPrefillTol) << Decoding::make(mode, k).label();
+    EXPECT_LT(max_abs_diff(whole.cache().h_prev, generic.h_prev), kPrefillTol) << Decoding::make(mode, k).label();
+    EXPECT_TRUE(torch::equal(cpu.prefill(tokens, valid, direct, k), reference)) << Decoding::make(mode, k).label();
+    EXPECT_TRUE(torch::equal(direct.h_prev, whole.cache().h_prev)) << Decoding::make(mode, k).label();
     for (int64_t chunk : {1, 5}) {
-      const std::string where = mode_label(mode, k) + " chunk " + std::to_string(chunk);
-      PromptPrefill chunked(model, prompt, mode, k, 16, &cpu);
+      const std::string where = Decoding::make(mode, k).label() + " chunk " + std::to_string(chunk);
+      PromptPrefill chunked(model, prompt, Decoding::make(mode, k), 16, &cpu);
       torch::Tensor logits;
       while (!chunked.done()) logits = chunked.run(chunk);
       auto& cache = chunked.cache();
@@ -111,7 +111,7 @@ TEST(PromptPrefill, FusedPassesChangeTheResult) {
   auto model = make_test_model();
   torch::NoGradGuard no_grad;
   const std::vector<int64_t> prompt{5, 9, 17, 33, 65, 7, 8};
-  PromptPrefill plain(model, prompt, DecodeMode::Standard, 0, 8), fused(model, prompt, DecodeMode::Fused, 2, 8);
+  PromptPrefill plain(model, prompt, Decoding{}, 8), fused(model, prompt, Decoding::fused(2), 8);
   torch::Tensor a, b;
   while (!plain.done()) a = plain.run(2);
   while (!fused.done()) b = fused.run(2);
@@ -121,12 +121,12 @@ TEST(PromptPrefill, FusedPassesChangeTheResult) {
 TEST(PromptPrefill, BadArgumentsAreRefused) {
   auto model = make_test_model();
   const int64_t context = model->config().context;
-  EXPECT_THROW(PromptPrefill(model, {}, DecodeMode::Standard, 0, 4), Error);
-  EXPECT_THROW(PromptPrefill(model, {1, 2, 3}, DecodeMode::Standard, 0, 2), Error);
-  EXPECT_THROW(PromptPrefill(model, {1, 2, 3}, DecodeMode::Standard, 0, context + 1), Error);
-  EXPECT_THROW(PromptPrefill(model, {1, 2, 3}, DecodeMode::Fused, 0, 4), Error);
+  EXPECT_THROW(PromptPrefill(model, {}, Decoding{}, 4), Error);
+  EXPECT_THROW(PromptPrefill(model, {1, 2, 3}, Decoding{}, 2), Error);
+  EXPECT_THROW(PromptPrefill(model, {1, 2, 3}, Decoding{}, context + 1), Error);
+  EXPECT_THROW(PromptPrefill(model, {1, 2, 3}, Decoding{DecodeMode::Fused, 0}, 4), Error);
   torch::NoGradGuard no_grad;
-  PromptPrefill p(model, {1, 2, 3}, DecodeMode::Soft, 0, 4);
+  PromptPrefill p(model, {1, 2, 3}, Decoding::make(DecodeMode::Soft, 0), 4);
   EXPECT_THROW(p.run(0), Error);
   p.run(3);
   EXPECT_THROW(p.run(1), Error);

@@ -26,7 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::expect_error;
 
-const fs::path kDir = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "gguf";
+const fs::path kKQuantDir = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "gguf";
 
 TEST(GgufKQuants, LayoutsAreGgmls) {
   // ggml-common.h's static_asserts: sizeof(block_q2_K) = 2·2 + 256/16 + 256/4, ...
@@ -43,7 +43,7 @@ TEST(GgufKQuants, LayoutsAreGgmls) {
 
 // Three blocks of random bits (random finite fp16 scales) per type, dequantized by gguf-py.
 TEST(GgufKQuants, RandomBlocksEqualGgufPy) {
-  const auto fixture = load_foreign_tensors((kDir / "k_quant_blocks.safetensors").string()).tensors;
+  const auto fixture = load_foreign_tensors((kKQuantDir / "k_quant_blocks.safetensors").string()).tensors;
   const std::map<std::string, uint32_t> types = {{"Q4_0", 2}, {"Q4_1", 3}, {"Q5_0", 6}, {"Q5_1", 7}, {"Q8_0", 8},
                                                  {"Q2_K", 10}, {"Q3_K", 11}, {"Q4_K", 12}, {"Q5_K", 13}, {"Q6_K", 14}};
   int checked = 0;
@@ -78,10 +78,10 @@ TEST(GgufKQuants, Q8_KByHand) {
 TEST(GgufKQuants, LlamaQuantizeFilesGiveTransformersLogits) {
   for (const std::string name : {"llama_q4_k_m", "llama_k_mix"}) {
     SCOPED_TRACE(name);
-    const auto path = (kDir / (name + ".gguf")).string();
+    const auto path = (kKQuantDir / (name + ".gguf")).string();
     auto imported = import_gguf_model(path);
     torch::Tensor tokens, expected;  // [1,16] int64, [1,16,384] fp32: transformers on the same file
-    for (const auto& [key, t] : load_foreign_tensors((kDir / (name + ".expected.safetensors")).string()).tensors)
+    for (const auto& [key, t] : load_foreign_tensors((kKQuantDir / (name + ".expected.safetensors")).string()).tensors)
       (key == "tokens" ? tokens : expected) = t;
     torch::NoGradGuard no_grad;
     const double diff = testing::max_abs_diff(imported.model->forward(tokens), expected);
@@ -91,7 +91,7 @@ TEST(GgufKQuants, LlamaQuantizeFilesGiveTransformersLogits) {
     EXPECT_LT(diff, 1e-4 * scale);
   }
   // The mix holds every K type llama-quantize writes, each counted in the import's provenance.
-  const auto mix = import_gguf_model((kDir / "llama_k_mix.gguf").string());
+  const auto mix = import_gguf_model((kKQuantDir / "llama_k_mix.gguf").string());
   const auto& types = mix.source.at("tensor_types");
   for (const char* t : {"Q2_K", "Q3_K", "Q5_K", "Q6_K"}) EXPECT_TRUE(types.contains(t)) << types.dump();
 }
@@ -99,7 +99,7 @@ TEST(GgufKQuants, LlamaQuantizeFilesGiveTransformersLogits) {
 /// A copy of fixture `name` in `dir` with `edit` applied to the bytes of tensor `tensor`'s data.
 std::string with_tensor_bytes(const fs::path& dir, const std::string& name, const std::string& tensor,
                               const std::function<void(char*)>& edit) {
-  const auto source = (kDir / (name + ".gguf")).string();
+  const auto source = (kKQuantDir / (name + ".gguf")).string();
   const auto f = read_gguf(source);
   std::ifstream in(source, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -124,7 +124,7 @@ TEST(GgufKQuants, NonFiniteScaleIsNamed) {
 
 TEST(GgufKQuants, TruncatedSuperBlocksAreNamed) {
   testing::TempDir tmp;
-  const auto source = (kDir / "llama_k_mix.gguf").string();
+  const auto source = (kKQuantDir / "llama_k_mix.gguf").string();
   const auto path = (tmp.path / "truncated.gguf").string();
   fs::copy_file(source, path);
   fs::resize_file(path, fs::file_size(source) - 100);  // inside the last tensor's last super-block

@@ -95,7 +95,7 @@ TEST(HfImport, CachedDecodeEqualsForward) {
     torch::NoGradGuard no_grad;
     KVCache cache(model->config(), 1, T, torch::dtype(torch::kFloat));
     const auto prompt = e.tokens.narrow(1, 0, P);
-    auto last = prefill(model, prompt, torch::ones_like(prompt, torch::kBool), DecodeMode::Standard, 1, cache);
+    auto last = prefill(model, prompt, torch::ones_like(prompt, torch::kBool), Decoding::make(DecodeMode::Standard, 1), cache);
     std::vector<torch::Tensor> logits{last};
     for (int64_t t = P; t < T; ++t) logits.push_back(decode_step(model, e.tokens.select(1, t), DecodeMode::Standard, cache));
     const auto stepped = torch::stack(logits, 1);  // [1, T-P+1, V]: positions P-1 .. T-1
@@ -116,13 +116,12 @@ TEST(HfImport, SoftAndFusedDecodingRun) {
     std::vector<int64_t> prompt(e.tokens.data_ptr<int64_t>(), e.tokens.data_ptr<int64_t>() + 8);
     for (auto mode : {DecodeMode::Standard, DecodeMode::Soft, DecodeMode::Fused}) {
       GenerationOptions o;
-      o.mode = mode;
-      o.fused_passes = 2;
+      o.decoding = Decoding::make(mode, 2);
       o.max_new_tokens = 6;
       o.sampling.temperature = 0;  // greedy
       const auto out = generate(model, {prompt, {prompt.begin(), prompt.begin() + 3}}, o);
       ASSERT_EQ(out.size(), 2u);
-      EXPECT_EQ(out[0].size(), 6u) << mode_label(mode, 2);
+      EXPECT_EQ(out[0].size(), 6u) << Decoding::make(mode, 2).label();
       for (auto t : out[0]) EXPECT_TRUE(t >= 0 && t < model->config().vocab_size);
     }
     torch::NoGradGuard no_grad;

@@ -22,8 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 using testing::expect_error;
 
-const fs::path kDir = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "gguf";
-const std::string kSpm = (kDir / "spm_llama.gguf").string();
+const fs::path kSpmDir = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "gguf";
+const std::string kSpm = (kSpmDir / "spm_llama.gguf").string();
 constexpr int64_t kVocab = 700;
 
 std::unique_ptr<HfBpeTokenizer> tokenizer_of(const GgufFile& f) {
@@ -38,7 +38,7 @@ std::vector<int64_t> with_prefix(const Tokenizer& tok, const std::string& text) 
 }
 
 nlohmann::json expected_texts() {
-  return nlohmann::json::parse(testing::slurp(kDir / "spm_expected.json")).at("texts");
+  return nlohmann::json::parse(testing::slurp(kSpmDir / "spm_expected.json")).at("texts");
 }
 
 TEST(SpmGgufTokenizer, EncodeAndDecodeEqualTransformers) {

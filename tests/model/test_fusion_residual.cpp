@@ -161,7 +161,7 @@ TEST(FusionResidual, FusedInputIsTheFormulaWithNonZeroWu) {
 
     if (!CpuDecoder::supports(model)) continue;
     KVCache generic(c, 2, 8, torch::dtype(torch::kFloat));
-    prefill(model, tokens.narrow(1, 0, 4), torch::ones({2, 4}, torch::kBool), DecodeMode::Standard, 0, generic);
+    prefill(model, tokens.narrow(1, 0, 4), torch::ones({2, 4}, torch::kBool), Decoding{}, generic);
     KVCache fast = generic;
     for (auto* t : {&fast.slot_pos, &fast.slot_valid, &fast.h_prev, &fast.last_token, &fast.next_pos}) *t = t->clone();
     for (auto& t : fast.k) t = t.clone();

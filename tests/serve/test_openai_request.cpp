@@ -65,8 +65,7 @@ TEST_F(OpenAiRequest, CompletionPromptsInEveryShape) {
   EXPECT_EQ(text.params.max_tokens, 16);  // OpenAI's default
   EXPECT_EQ(text.params.sampling.temperature, 1.0);
   EXPECT_EQ(text.params.sampling.seed, 7u);
-  EXPECT_EQ(text.params.mode, DecodeMode::Soft);  // the server's defaults
-  EXPECT_EQ(text.params.fused_passes, 3);
+  EXPECT_EQ(text.params.decoding, Decoding{DecodeMode::Soft});  // the server's default mode (its k is fused's)
   EXPECT_EQ(text.logprobs, -1);
   auto texts = parse_completion_request(R"({"prompt": ["a", "bc"]})", model_);
   EXPECT_EQ(texts.prompts, (std::vector<std::vector<int64_t>>{{eos, 'a'}, {eos, 'b', 'c'}}));
@@ -96,8 +95,7 @@ TEST_F(OpenAiRequest, CompletionFieldsAreRead) {
   EXPECT_EQ(r.params.stop, (std::vector<std::string>{"\n", "END"}));
   EXPECT_TRUE(r.params.stream);
   EXPECT_TRUE(r.params.include_usage);
-  EXPECT_EQ(r.params.mode, DecodeMode::Fused);
-  EXPECT_EQ(r.params.fused_passes, 2);
+  EXPECT_EQ(r.params.decoding, Decoding::fused(2));
   EXPECT_EQ(parse_completion_request(R"({"prompt": "a", "stop": "x", "max_tokens": null})", model_).params.stop,
             std::vector<std::string>{"x"});
 }

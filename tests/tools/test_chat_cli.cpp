@@ -42,7 +42,7 @@ std::string greedy_reply(FBT& model, const std::vector<ChatMessage>& messages, D
   const ByteTokenizer bytes;
   const auto chat = ChatTemplate::for_tokenizer(bytes, "fbt", "test");
   GenerationOptions o;
-  o.mode = mode;
+  o.decoding = Decoding::make(mode, 1);
   o.max_new_tokens = max_new;
   o.eos_id = ByteTokenizer::kEos;
   o.pad_id = ByteTokenizer::kPad;

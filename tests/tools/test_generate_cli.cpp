@@ -42,7 +42,7 @@ struct GenerateCli : ::testing::Test {
     std::vector<int64_t> prompt{tokenizer.eos_id()};
     for (int64_t id : tokenizer.encode(text)) prompt.push_back(id);
     GenerationOptions o;
-    o.mode = mode;
+    o.decoding = Decoding::make(mode, 1);
     o.max_new_tokens = max_new_tokens;
     o.eos_id = tokenizer.eos_id();
     o.pad_id = tokenizer.pad_id();

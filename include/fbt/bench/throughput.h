@@ -66,12 +66,12 @@ struct BenchResult {
 BenchResult bench_train_step(FBT& model, const TrainConfig& train, int64_t batch, int64_t seq,
                              int64_t passes, int64_t warmup, int64_t reps, uint64_t seed);
 
-/// Prefill of random prompts [batch, context] into a preallocated KVCache in `mode`
-/// (Standard, or Fused with `fused_passes`), under InferenceMode: by `cpu` (CpuDecoder::prefill,
-/// as fbt generate does) where given, else by prefill() (decode.h).
+/// Prefill of random prompts [batch, context] into a preallocated KVCache with `decoding`'s
+/// passes (Standard and Soft: one plain pass; Fused(k): k + 1), under InferenceMode: by `cpu`
+/// (CpuDecoder::prefill, as fbt generate does) where given, else by prefill() (decode.h).
 /// tokens/s counts batch·context per prefill.
-BenchResult bench_prefill(FBT& model, DecodeMode mode, int64_t fused_passes, int64_t batch,
-                          int64_t context, int64_t warmup, int64_t reps, uint64_t seed, CpuDecoder* cpu = nullptr);
+BenchResult bench_prefill(FBT& model, const Decoding& decoding, int64_t batch, int64_t context, int64_t warmup,
+                          int64_t reps, uint64_t seed, CpuDecoder* cpu = nullptr);
 
 /// Standard and Soft decoding measured together, for their per-token overhead (SPEC §7).
 struct DecodeComparison {

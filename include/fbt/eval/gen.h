@@ -27,8 +27,7 @@ struct GenEvalOptions {
   int64_t max_new_tokens = 256;  ///< per completion
   int64_t context = 0;           ///< the model context; prompts keep their last context − max_new_tokens tokens
   int64_t batch = 8;             ///< prompts per generate call
-  DecodeMode mode = DecodeMode::Standard;
-  int64_t fused_passes = 1;                    ///< k of fused(k)
+  Decoding decoding;                           ///< Standard, Soft or Fused(k)
   int64_t samples = 10;                        ///< sampled tasks: n samples per problem and temperature
   std::vector<double> temperatures{0.3, 0.5, 0.7};  ///< sampled tasks
   std::vector<int64_t> ks{1, 3};               ///< sampled tasks: pass@k reported for each k ≤ samples

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "fbt/infer/decoding.h"
 #include "fbt/model/model.h"
 
 namespace fbt {
@@ -33,7 +34,7 @@ class Scorer {
 /// last token; if that is longer than the model context T, tokens are dropped from the left
 /// (lm-eval's (context + continuation)[-(T+1):][:-1]).
 ///
-/// fused_passes = 0 is the standard mode: one plain forward. fused_passes = k ≥ 1 is fused(k):
+/// Decoding Standard is one plain forward. Fused(k) (k ≥ 1):
 /// forward_passes with k+1 passes, no jitter and no mixin, scored with the last pass's logits
 /// (the definition of "passes=k" in evaluate_loss). In the fused passes position 0 and every
 /// position right after the document separator take the plain input; every other position,
@@ -48,17 +49,19 @@ class Scorer {
 /// restores the model's training flag.
 class ModelScorer : public Scorer {
  public:
-  /// Throws fbt::Error if fused_passes < 0 or batch < 1.
-  ModelScorer(FBT model, int64_t fused_passes, int64_t batch);
+  /// Throws fbt::Error for Soft decoding (scored teacher forced: there is no step to take),
+  /// an invalid `decoding` or batch < 1.
+  ModelScorer(FBT model, const Decoding& decoding, int64_t batch);
   /// Throws fbt::Error for an empty context or continuation, or a continuation longer than the
   /// model context.
   std::vector<ScoreResult> score(const std::vector<ScoreRequest>& requests) override;
   /// "standard" or "fused(k)".
-  std::string mode_name() const;
+  std::string mode_name() const { return decoding_.label(); }
 
  private:
   FBT model_;
-  int64_t fused_passes_, batch_;
+  Decoding decoding_;
+  int64_t batch_;
 };
 
 }  // namespace fbt

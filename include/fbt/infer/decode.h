@@ -4,29 +4,20 @@
 
 #include <torch/types.h>
 
+#include "fbt/infer/decoding.h"
 #include "fbt/model/cache.h"
 #include "fbt/model/model.h"
 
 namespace fbt {
 
-/// Standard: plain prefill, plain decode. Soft: plain prefill, then every decode input is
-/// fused with the previous step's feedback state. Fused(k): plain prefill plus k parallel
-/// fused passes over the prompt (KV cache rebuilt from the last), then decode as Soft.
-enum class DecodeMode { Standard, Soft, Fused };
-
-template <>
-const EnumNames<DecodeMode>& enum_names<DecodeMode>();
-
-/// The mode's name in tables and records: "standard", "soft" or "fused(k)".
-std::string mode_label(DecodeMode mode, int64_t fused_passes);
-
 /// Prefills `cache` with left-padded prompts tokens [B,T] (valid [B,T] false on the leading
-/// pads; every row must end with a real token). Sets cache.h_prev to the feedback state and
-/// cache.last_token to the token of the last prompt position. `fused_passes` (k ≥ 1) is used
-/// by DecodeMode::Fused only. Returns the next-token logits at the last position [B,V].
+/// pads; every row must end with a real token): the plain pass, and for Fused(k) k fused passes
+/// after it (the cache holds the last). Sets cache.h_prev to the feedback state and
+/// cache.last_token to the token of the last prompt position. Returns the next-token logits at
+/// the last position [B,V]. Throws fbt::Error for an invalid `decoding` (Decoding::problem).
 /// Must run under torch::NoGradGuard (the cache is written in place).
-torch::Tensor prefill(FBT& model, const torch::Tensor& tokens, const torch::Tensor& valid,
-                      DecodeMode mode, int64_t fused_passes, KVCache& cache);
+torch::Tensor prefill(FBT& model, const torch::Tensor& tokens, const torch::Tensor& valid, const Decoding& decoding,
+                      KVCache& cache);
 
 /// One cached decode step for tokens [B] (the tokens just sampled): the input is plain in
 /// Standard mode and after a document separator, otherwise fused with cache.h_prev. Updates

@@ -26,8 +26,7 @@ namespace fbt {
 /// One sequence to generate.
 struct SequenceRequest {
   std::vector<int64_t> prompt;  ///< token ids, 1..context-1 of them, each in [0, vocab)
-  DecodeMode mode = DecodeMode::Standard;
-  int64_t fused_passes = 1;     ///< k of Fused(k), ≥ 1
+  Decoding decoding;            ///< Standard, Soft or Fused(k) (Decoding::problem checked by submit)
   SamplingOptions sampling;     ///< temperature / top_k / top_p / seed of this sequence's own generator
   int64_t max_new_tokens = 16;  ///< ≥ 1; generation also stops at the model context
   std::vector<int64_t> stop_tokens;  ///< sampling one ends the sequence: EOS, end of turn

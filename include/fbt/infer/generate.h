@@ -57,8 +57,7 @@ torch::Tensor sample_tokens(const torch::Tensor& logits, const SamplingOptions& 
                             at::Generator& generator);
 
 struct GenerationOptions {
-  DecodeMode mode = DecodeMode::Standard;
-  int64_t fused_passes = 1;    ///< k of Fused(k)
+  Decoding decoding;           ///< Standard, Soft or Fused(k) (checked by generate)
   int64_t max_new_tokens = 64; ///< per sequence; generation also stops at the model context
   SamplingOptions sampling;
   int64_t eos_id = -1;         ///< a row stops after emitting this token (-1: never)

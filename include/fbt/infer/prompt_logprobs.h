@@ -28,10 +28,9 @@ struct PromptLogprobs {
 ///  - Soft: sequential_logits, the exact soft recurrence (every position after the first and after
 ///    document separators fused with the previous position's state).
 /// Throws fbt::Error for an empty or over-long sequence, an id outside the vocabulary, top_n < 0
-/// or above the vocabulary size, or fused_passes < 1 in the fused mode (the other modes ignore
-/// it). Safe to call while an Engine decodes on the same model (no module state is
-/// written).
-PromptLogprobs prompt_logprobs(FBT& model, const std::vector<int64_t>& tokens, DecodeMode mode,
-                               int64_t fused_passes, int64_t top_n);
+/// or above the vocabulary size, or an invalid `decoding` (Decoding::problem). Safe to call while
+/// an Engine decodes on the same model (no module state is written).
+PromptLogprobs prompt_logprobs(FBT& model, const std::vector<int64_t>& tokens, const Decoding& decoding,
+                               int64_t top_n);
 
 }  // namespace fbt

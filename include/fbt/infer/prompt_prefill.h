@@ -28,9 +28,9 @@ class PromptPrefill {
   /// the tokens to generate). `cpu`, where given (not owned; it must outlive this), runs every
   /// pass (CpuDecoder::prefill_pass: with its batch-invariant products a Standard/Soft cache is the
   /// same bits as decoding the prompt token by token, whatever the chunks). Throws fbt::Error
-  /// for an empty prompt, a capacity below the prompt or above the model context, or
-  /// fused_passes < 1 in Fused mode. Allocates no cache until run.
-  PromptPrefill(FBT model, std::vector<int64_t> prompt, DecodeMode mode, int64_t fused_passes, int64_t capacity,
+  /// for an empty prompt, a capacity below the prompt or above the model context, or an invalid
+  /// `decoding` (Decoding::problem). Allocates no cache until run.
+  PromptPrefill(FBT model, std::vector<int64_t> prompt, const Decoding& decoding, int64_t capacity,
                 CpuDecoder* cpu = nullptr);
 
   /// Prefills the next at most `chunk` (≥ 1) prompt tokens. Returns the next-token logits [1,V]

@@ -35,8 +35,9 @@ struct ServedModel {
 
 /// The fields both endpoints share.
 struct GenerationParams {
-  DecodeMode mode = DecodeMode::Standard;
-  int64_t fused_passes = 1;
+  /// fbt_mode (default `fbt serve --mode`) with k = fbt_fused_passes (default `--fused-passes`)
+  /// when it is fused
+  Decoding decoding;
   /// temperature in {0} ∪ [1e-6, 2] (OpenAI's range), top_p in (0, 1], top_k as top_k_problem
   /// (generate.h) allows, -1 read as 0 (both "all", as vLLM's -1); seed: the request's, or a
   /// random one when absent. Choice i of a prompt samples with seed + i.

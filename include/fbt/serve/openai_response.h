@@ -19,7 +19,7 @@ struct ResponseHeader {
   std::string id;       ///< "cmpl-..." or "chatcmpl-..."
   int64_t created = 0;  ///< Unix time in seconds
   std::string model;    ///< the served model's name
-  std::string fbt_mode; ///< the decoding mode used, mode_label's form: "standard", "soft", "fused(2)"
+  std::string fbt_mode; ///< the decoding mode used, Decoding::label: "standard", "soft", "fused(2)"
 };
 
 /// A fresh header: id `prefix` + 24 random hex digits, created = now.
