@@ -306,6 +306,20 @@ def cases():
         "model.safetensors",
         damaged_run("g3", lambda d: edit_safetensors_meta(f"{d}/step-0000002/model.safetensors",
                                                           '\\"format_version\\":1', '\\"format_version\\":7')))
+    # quantize, and the commands that need fp32 weights given a quantised run
+    quantized = lambda: sh("quantize", "--checkpoint", "run", "--weights", "int8", "--out", "qrun") \
+        if not os.path.isdir(os.path.join(ROOT, "qrun")) else None
+    add("quantize-bad-weights", ["quantize", "--checkpoint", "run", "--weights", "int2", "--out", "q1"], "--weights")
+    add("quantize-over-run", ["quantize", "--checkpoint", "run1", "--weights", "int8", "--out", "run"], "--out")
+    add("quantize-quantized", ["quantize", "--checkpoint", "qrun", "--weights", "int4", "--out", "q2"],
+        ["qrun", "quantised to int8"], setup=quantized)
+    add("train-init-from-quantized", ["train", "--data", "data", "--out", "q3", "--steps", "2",
+                                      "--init-from", "qrun"], ["qrun", "quantised checkpoint"], setup=quantized)
+    add("export-quantized", ["export", "--checkpoint", "qrun", "--out", "q4"], ["qrun", "fbt export"], setup=quantized)
+    add("eval-loss-quantized", ["eval-loss", "--checkpoint", "qrun", "--data", "data"], ["qrun", "fbt eval-loss"],
+        setup=quantized)
+    add("generate-quantized-int4", ["generate", "--checkpoint", "qrun", "--prompt", "a", "--weights", "int4"],
+        ["--weights int4", "quantised to int8"], setup=quantized)
     add("generate-bad-mode", ["generate", "--checkpoint", "run", "--prompt", "a", "--mode", "fast"], "--mode")
     add("generate-fused-passes-0", ["generate", "--checkpoint", "run", "--prompt", "a", "--mode", "fused",
                                     "--fused-passes", "0"], "--fused-passes")

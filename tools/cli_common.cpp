@@ -32,10 +32,15 @@ torch::Device parse_device(const std::string& value) {
 }
 
 LoadedCheckpoint load_checkpoint(const std::string& path, const std::string& device) {
-  const auto target = parse_device(device);
+  auto target = parse_device(device);
   LoadedCheckpoint c;
   c.model_file = resolve_checkpoint(path);
   c.model = load_model(c.model_file, &c.info);
+  if (c.info.quantized) {  // its matrices exist only as the CPU decoder's blocks
+    if (device == "cuda")
+      throw Error("--device cuda: '" + c.model_file + "' is a quantised run (fbt quantize), which decodes on the CPU only");
+    target = torch::kCPU;
+  }
   c.model->to(target);
   c.model->eval();
   return c;
@@ -246,12 +251,29 @@ CLI::Option* add_weights_option(CLI::App* cmd, std::string& value) {
       ->capture_default_str();
 }
 
-std::shared_ptr<CpuDecoder> cpu_decoder_for(FBT& model, const std::string& weights, bool sole_user) {
+std::shared_ptr<CpuDecoder> cpu_decoder_for(LoadedCheckpoint& checkpoint, const std::string& weights, bool sole_user) {
   CpuDecoderOptions options;
-  options.weights = parse_decode_weights(weights, "--weights");
+  options.weights = parse_decode_weights(run_weights(checkpoint, weights), "--weights");
   if (options.weights == DecodeWeights::Fp32) return nullptr;
   options.release_model_weights = sole_user;
-  return std::make_shared<CpuDecoder>(model, options);
+  options.prequantized = checkpoint.info.quantized;
+  return std::make_shared<CpuDecoder>(checkpoint.model, options);
+}
+
+std::string run_weights(const LoadedCheckpoint& checkpoint, const std::string& weights) {
+  if (!checkpoint.info.quantized) return weights;
+  const auto& stored = checkpoint.info.quantized->weights;
+  if (weights != "fp32" && weights != stored)
+    throw Error("--weights " + weights + ": '" + checkpoint.model_file + "' is a run quantised to " + stored +
+                " (fbt quantize); omit --weights or give " + stored);
+  return stored;
+}
+
+void require_fp32_weights(const LoadedCheckpoint& checkpoint, const std::string& what) {
+  if (checkpoint.info.quantized)
+    throw Error("'" + checkpoint.model_file + "' is a run quantised to " + checkpoint.info.quantized->weights +
+                " (fbt quantize), which holds no fp32 matrices: " + what +
+                " needs them; use the run it was made from");
 }
 
 }  // namespace fbt::cli

@@ -173,7 +173,7 @@ void run_chat(ChatArgs a) {
   if (a.max_new_tokens >= context)
     throw Error("--max-new-tokens " + std::to_string(a.max_new_tokens) + " leaves no room for a prompt in the " +
                 "model context of " + std::to_string(context) + " tokens; give at most " + std::to_string(context - 1));
-  ChatState state{mode, a.sampling, initial_messages(a), 0, cpu_decoder_for(checkpoint.model, a.weights, /*sole_user=*/true)};
+  ChatState state{decoding, a.sampling, initial_messages(a), 0, cpu_decoder_for(checkpoint, a.weights, /*sole_user=*/true)};
   std::cout << "fbt chat: " << checkpoint.model_file << " (step " << checkpoint.info.step << "), " << chat.name()
             << " template, context " << context << " tokens, replies of up to " << a.max_new_tokens
             << " tokens. /help lists the commands; Ctrl-C stops a reply; "

@@ -59,10 +59,11 @@ std::string format_value(double v, const char* format = "%.4f") {
 
 void run_mc_task(const EvalArgs& a, LoadedCheckpoint& checkpoint, const Tokenizer& tokenizer, const TaskSpec& task,
                  const std::vector<Doc>& docs, nlohmann::json& rows) {
+  require_fp32_weights(checkpoint, "multiple-choice task " + task.name + " (scored by the fp32 forward)");
   McEvalOptions options = a.options;
   if (options.shots < 0) options.shots = kDefaultMcShots;
-  for (int64_t k : mc_passes(a, task.name)) {
-    ModelScorer scorer(checkpoint.model, k, a.batch);
+  for (const Decoding& decoding : mc_decodings(a, task.name)) {
+    ModelScorer scorer(checkpoint.model, decoding, a.batch);
     options.on_progress = cli::progress_printer(task.name + " " + scorer.mode_name(), "items");
     for (const auto& r : evaluate_task(task, docs, tokenizer, scorer, options)) {
       std::cout << "| " << task.name << " | " << scorer.mode_name() << " | " << r.metric << " | "
@@ -83,7 +84,7 @@ using ModeOutcomes = std::vector<std::pair<std::string, std::vector<bool>>>;
 ModeOutcomes run_gen_task(const EvalArgs& a, LoadedCheckpoint& checkpoint, const Tokenizer& tokenizer,
                           const GenTaskSpec& task, const GenTaskData& data, nlohmann::json& rows,
                           std::ostream* samples) {
-  const auto decoder = cpu_decoder_for(checkpoint.model, a.weights, /*sole_user=*/false);  // quantised once, not per batch
+  const auto decoder = cpu_decoder_for(checkpoint, a.weights, /*sole_user=*/false);  // quantised once, not per batch
   const GenerateFn generate_fn = [&](const std::vector<std::vector<int64_t>>& prompts, const GenerationOptions& g) {
     GenerationOptions with_decoder = g;
     with_decoder.cpu_decoder = decoder;

@@ -51,6 +51,7 @@ void run_conversation_loss(const EvalLossArgs& a, LoadedCheckpoint& checkpoint, 
 void run_eval_loss(const EvalLossArgs& a) {
   check_output_file("--json", a.json);
   auto checkpoint = load_checkpoint(a.checkpoint, a.device);
+  require_fp32_weights(checkpoint, "fbt eval-loss");
   const auto tokenizer = Tokenizer::load(a.data);
   check_tokenizer_matches(tokenizer->meta(), a.data, checkpoint);
   const TokenShard shard = open_split(a.data, a.split, a.verify);

@@ -23,6 +23,7 @@ void run_eval_probe(const ProbeArgs& a) {
   a.options.validate();  // before loading anything
   check_output_file("--out", a.out);
   auto checkpoint = load_checkpoint(a.checkpoint, a.device);
+  require_fp32_weights(checkpoint, "fbt eval-probe");
   const auto tokenizer = load_run_tokenizer(checkpoint);
   std::vector<std::vector<SynthExample>> examples;  // per file; all read before any forward
   for (const auto& f : a.files) examples.push_back(read_synth_jsonl(f));

@@ -18,6 +18,7 @@ struct ExportArgs {
 
 void run_export(const ExportArgs& a) {
   const auto checkpoint = load_checkpoint(a.checkpoint, "cpu");
+  require_fp32_weights(checkpoint, "fbt export");
   const auto tokenizer_dir = std::filesystem::path(run_dir_of(checkpoint.model_file)) / "tokenizer";
   export_hf_model(checkpoint.model, checkpoint.info.tokenizer, tokenizer_dir.string(), a.out);
   std::cout << "exported " << checkpoint.model_file << " (step " << checkpoint.info.step << ") as a "

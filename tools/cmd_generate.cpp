@@ -75,11 +75,12 @@ void run_generate(const GenerateArgs& a) {
 
   auto checkpoint = load_checkpoint(a.checkpoint, a.device);
   if (a.dtype == "bf16") {
+    require_fp32_weights(checkpoint, "--dtype bf16");
     checkpoint.model->to(torch::kBFloat16);  // weights, KV cache and states in bf16
     if (checkpoint.model->parameters().front().device().is_cpu())  // back on huge pages, as load_model's
       move_to_huge_pages(checkpoint.model->parameters());
   }
-  const auto decoder = cpu_decoder_for(checkpoint.model, a.weights, /*sole_user=*/true);
+  const auto decoder = cpu_decoder_for(checkpoint, a.weights, /*sole_user=*/true);
   const auto tokenizer = load_run_tokenizer(checkpoint);
   // The prompt starts as a document does: after EOS for fbt's tokenizers (training streams are
   // documents each followed by EOS), with the BOS or nothing for imported ones (document_prefix).

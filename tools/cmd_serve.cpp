@@ -64,10 +64,13 @@ void run_serve(const ServeArgs& a) {
   const std::string name = !a.model_name.empty()
                                ? a.model_name
                                : std::filesystem::path(run_dir_of(checkpoint.model_file)).filename().string();
-  Engine engine(checkpoint.model,
-                EngineOptions{a.max_batch, a.max_queue, a.prefill_chunk, parse_decode_weights(a.weights, "--weights")});
-  const ServedModel served{name, tokenizer.get(), chat ? &*chat : nullptr, checkpoint.model->config().context, mode,
-                           a.fused_passes};
+  EngineOptions engine_options{a.max_batch, a.max_queue, a.prefill_chunk,
+                               parse_decode_weights(run_weights(checkpoint, a.weights), "--weights")};
+  engine_options.prequantized = checkpoint.info.quantized;
+  Engine engine(checkpoint.model, engine_options);
+  ServedModel served{name, tokenizer.get(), chat ? &*chat : nullptr, checkpoint.model->config().context, mode,
+                     a.fused_passes};
+  served.scores_prompts = !checkpoint.info.quantized;
   HttpServerOptions options{a.host, a.port, a.api_key, a.max_batch + a.max_queue + 4};
   HttpServer server(checkpoint.model, engine, served, options);
   const int port = server.bind();

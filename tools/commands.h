@@ -16,6 +16,7 @@ void add_train_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_import_command(CLI::App& app);
 void add_export_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
 void add_chat_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   fbt::cli::add_bench_command(app);
   fbt::cli::add_import_command(app);
   fbt::cli::add_export_command(app);
+  fbt::cli::add_quantize_command(app);
   fbt::cli::add_chat_command(app);
   fbt::cli::add_serve_command(app);
   try {

@@ -135,9 +135,23 @@ CpuDecoder::CpuDecoder(FBT& model, CpuDecoderOptions options)
   // The matrix of the named tensors; where it is quantised and the option says so, their fp32
   // parameters are freed at once (the next matrix's blocks reuse the memory).
   auto weight = [&](const std::vector<std::string>& names, bool head = false) {
+    if (const auto* g = options_.prequantized ? options_.prequantized->find(names) : nullptr) {
+      Matrix m;
+      m.rows = g->rows;
+      m.cols = g->cols;
+      m.names = names;
+      m.quant = QuantMatrix::from_blocks(QuantMatrix::format_named(g->format, "quantized group " + names[0]), g->rows,
+                                         g->cols, g->blocks, options_.prequantized->memory);
+      return m;
+    }
     std::vector<torch::Tensor> parts;
-    for (const auto& name : names) parts.push_back(get(name));
+    for (const auto& name : names) {
+      parts.push_back(get(name));
+      if (parts.back().numel() == 0)
+        throw Error("tensor '" + name + "' has no weights and no quantised group holds it (a damaged quantised run?)");
+    }
     auto m = matrix(std::move(parts), head);
+    m.names = names;
     if (m.quant && options_.release_model_weights) {
       torch::NoGradGuard no_grad;
       for (const auto& name : names) params[name].set_data(torch::empty({0}, torch::kFloat));
@@ -175,11 +189,52 @@ CpuDecoder::CpuDecoder(FBT& model, CpuDecoderOptions options)
   // The head last (a tied one is the embedding, which a quantised head replaces for lookups too).
   head_ = weight({config_.tie_embeddings ? "embedding.weight" : "lm_head.weight"}, /*head=*/true);
   if (config_.tie_embeddings && !head_.quant) embedding_ = get("embedding.weight");
-  gather_quantised_weights();
+  check_shapes();
+  if (!options_.prequantized) gather_quantised_weights();  // a checkpoint's blocks already share one mapping
   const int64_t Dh = config_.head_dim();
   for (int64_t i = 0; i < Dh / 2; ++i)  // as make_rope: θ^(-(2i)/Dh) in fp32
     inv_freq_.push_back(std::pow(float(config_.rope_theta), -float(2 * i) / float(Dh)));
   scale_ = config_.branch_scale();
+}
+
+void CpuDecoder::check_shapes() const {
+  const int64_t D = config_.d_model, V = config_.vocab_size, F = config_.d_ff, Dh = config_.head_dim();
+  const auto tensor = [](const torch::Tensor& t, std::vector<int64_t> shape, const std::string& name) {
+    if (t.defined() && t.sizes() != torch::IntArrayRef(shape))
+      throw Error("tensor '" + name + "' has shape " + c10::str(t.sizes()) + " but the model config gives " +
+                  c10::str(torch::IntArrayRef(shape)));
+  };
+  const auto matrix = [](const Matrix& m, int64_t rows, int64_t cols) {
+    if (m.rows != rows || m.cols != cols)
+      throw Error("the weights of '" + m.names.at(0) + "' are " + std::to_string(m.rows) + " x " + std::to_string(m.cols) +
+                  " but the model config gives " + std::to_string(rows) + " x " + std::to_string(cols));
+  };
+  tensor(embedding_, {V, D}, "embedding.weight");
+  tensor(input_norm_, {D}, "input_norm.weight");
+  tensor(final_norm_, {D}, "final_norm.weight");
+  matrix(head_, V, D);
+  matrix(w_u_, D, D);
+  matrix(w_g_, D, D);
+  for (int64_t l = 0; l < config_.n_layers; ++l) {
+    const auto& layer = layers_[size_t(l)];
+    const std::string b = "blocks." + std::to_string(l) + ".";
+    matrix(layer.qkvg, proj_width(), D);
+    matrix(layer.gate_up, 2 * F, D);
+    matrix(layer.wo, D, config_.n_heads * Dh);
+    matrix(layer.w_down, D, F);
+    for (const auto& [t, name] : {std::pair{&layer.attn_norm_in, "attn_norm_in"}, {&layer.attn_norm_out, "attn_norm_out"},
+                                  {&layer.mlp_norm_in, "mlp_norm_in"}, {&layer.mlp_norm_out, "mlp_norm_out"}})
+      tensor(*t, {D}, b + name + ".weight");
+    tensor(layer.q_norm, {Dh}, b + "attn.q_norm.weight");
+    tensor(layer.k_norm, {Dh}, b + "attn.k_norm.weight");
+  }
+}
+
+std::vector<QuantizedGroup> CpuDecoder::quantized_groups() const {
+  std::vector<QuantizedGroup> out;
+  for (const Matrix* m : matrices(/*with_fusion=*/true))
+    if (m->quant) out.push_back({m->names, quant_format_name(m->quant->format()), m->rows, m->cols, m->quant->block(0, 0)});
+  return out;
 }
 
 void CpuDecoder::gather_quantised_weights() {

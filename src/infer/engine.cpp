@@ -307,8 +307,11 @@ Engine::Engine(FBT model, const EngineOptions& options) : state_(std::make_uniqu
   model->eval();
   state_->model = model;
   state_->options = options;
-  if (CpuDecoder::supports(model) || options.weights != DecodeWeights::Fp32)  // int8/int4: the step throws if it cannot
-    state_->cpu.emplace(model, CpuDecoderOptions{/*batch_invariant=*/true, options.weights});
+  if (CpuDecoder::supports(model) || options.weights != DecodeWeights::Fp32) {  // int8/int4: the step throws if it cannot
+    CpuDecoderOptions cpu{/*batch_invariant=*/true, options.weights};
+    cpu.prequantized = options.prequantized;
+    state_->cpu.emplace(model, cpu);
+  }
   state_->thread = std::thread([s = state_.get()] { s->loop(); });
 }
 

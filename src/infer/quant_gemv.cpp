@@ -319,7 +319,8 @@ void QuantMatrix::move_to(uint8_t* destination, std::shared_ptr<uint8_t> owner) 
   data_ = destination;
 }
 
-QuantMatrix QuantMatrix::quantize(QuantFormat format, const float* W, int64_t N, int64_t K) {
+QuantMatrix QuantMatrix::from_blocks(QuantFormat format, int64_t N, int64_t K, const uint8_t* data,
+                                     std::shared_ptr<uint8_t> owner) {
   if (K <= 0 || K % kBlock != 0)
     throw Error(std::string(quant_format_name(format)) + " needs rows of a positive multiple of 32 values (got " +
                 std::to_string(K) + ")");
@@ -327,10 +328,23 @@ QuantMatrix QuantMatrix::quantize(QuantFormat format, const float* W, int64_t N,
   m.format_ = format;
   m.rows_ = N;
   m.cols_ = K;
+  m.bytes_ = N * K / kBlock * m.block_bytes();
+  m.owner_ = std::move(owner);
+  m.data_ = const_cast<uint8_t*>(data);  // read only: move_to, the one writer, is not called on these
+  return m;
+}
+
+QuantFormat QuantMatrix::format_named(const std::string& name, const std::string& origin) {
+  if (name == "Q8_0") return QuantFormat::Q8_0;
+  if (name == "Q4_0") return QuantFormat::Q4_0;
+  throw Error(origin + ": quantisation format \"" + name + "\" (expected Q8_0 or Q4_0)");
+}
+
+QuantMatrix QuantMatrix::quantize(QuantFormat format, const float* W, int64_t N, int64_t K) {
+  const int64_t bytes = N * K / kBlock * block_bytes_of(format);
+  std::shared_ptr<uint8_t> owner(new uint8_t[std::max<int64_t>(bytes, 1)], std::default_delete<uint8_t[]>());
+  QuantMatrix m = from_blocks(format, N, K, owner.get(), owner);
   const int64_t blocks = N * K / kBlock, bb = m.block_bytes();
-  m.bytes_ = blocks * bb;
-  m.owner_ = std::shared_ptr<uint8_t>(new uint8_t[m.bytes_], std::default_delete<uint8_t[]>());
-  m.data_ = m.owner_.get();
   for (int64_t i = 0; i < blocks; ++i) {
     uint8_t* block = m.data_ + i * bb;
     const float d = format == QuantFormat::Q8_0

@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 
+#include "fbt/io/quantized_checkpoint.h"
 #include "fbt/io/safetensors.h"
 #include "fbt/util/build_info.h"
 #include "fbt/util/error.h"
@@ -24,6 +25,9 @@ void assign_weights(const TensorFile& file, const CheckpointInfo& info, FBT& mod
 }
 
 void assign_tensors(const TensorFile& file, FBT& model, const std::string& path) {
+  if (file.metadata.is_object() && file.metadata.contains("quantized"))
+    throw Error(path + ": a quantised checkpoint (fbt quantize) holds no fp32 matrices; training, a warm start "
+                "(--init-from) and export need the fp32 run it was made from");
   auto params = model->named_parameters();
   std::set<std::string> seen;
   torch::NoGradGuard no_grad;
@@ -71,6 +75,8 @@ CheckpointInfo checkpoint_info_from_metadata(const nlohmann::json& meta, const s
   info.step = required_field<int64_t>(meta, "step", path + ": metadata");
   if (info.step < 0) throw Error(path + ": metadata: field 'step' is negative");
   info.git_sha = required_field<std::string>(meta, "git_sha", path + ": metadata");
+  if (meta.contains("quantized"))
+    info.quantized = std::make_shared<const QuantizedWeights>(quantized_weights_from_json(meta.at("quantized"), path));
   return info;
 }
 
@@ -105,11 +111,16 @@ FBT load_model(const std::string& path, CheckpointInfo* info_out) {
   // The parameters live in one huge-page mapping (huge_pages.h: decode streams them every step).
   std::optional<FBT> made;
   std::optional<CheckpointInfo> info;
+  std::optional<QuantizedPlacement> quantized;  // a quantised checkpoint's placement
   torch::OrderedDict<std::string, torch::Tensor> params;
   auto place = [&](const nlohmann::json& metadata, const std::string& name, const std::vector<int64_t>& shape,
                    torch::ScalarType dtype) {
-    if (!made) {
+    if (!info) {
       info = checkpoint_info_from_metadata(metadata, path);
+      if (info->quantized) quantized.emplace(info->config, *info->quantized, path);
+    }
+    if (quantized) return quantized->place(name, shape, dtype);
+    if (!made) {
       made.emplace(info->config);
       params = (*made)->named_parameters();
       move_to_huge_pages(params.values(), /*copy=*/false);  // assign_weights checks each is read
@@ -118,6 +129,11 @@ FBT load_model(const std::string& path, CheckpointInfo* info_out) {
     return p && p->sizes() == torch::IntArrayRef(shape) && p->scalar_type() == dtype ? p->detach() : torch::Tensor();
   };
   auto file = load_tensors(path, place);
+  if (quantized) {
+    FBT model = quantized->finish(file, info->quantized);
+    if (info_out) *info_out = *info;
+    return model;
+  }
   if (!made) {  // a file without tensors (assign_weights names the first one missing)
     info = checkpoint_info_from_metadata(file.metadata, path);
     made.emplace(info->config);

@@ -17,6 +17,17 @@
 namespace fbt {
 namespace F = torch::nn::functional;
 
+namespace {
+
+/// A linear layer in → out; a Skeleton's is [0, 1] (bias [0]): registered, nothing allocated (a
+/// [0, 0] weight would make libtorch's kaiming init divide by a fan-in of 0).
+torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias, Materialize materialize) {
+  if (materialize == Materialize::Skeleton) return torch::nn::Linear(torch::nn::LinearOptions(1, 0).bias(bias));
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+}
+
+}  // namespace
+
 // ---------------------------------------------------------------- RMSNorm
 RMSNormImpl::RMSNormImpl(int64_t dim, double eps) : eps_(eps) {
   weight = register_parameter("weight", torch::ones({dim}));
@@ -129,11 +140,9 @@ torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch
   return torch::matmul(probs, v).view({B, H, T, Dh});
 }
 
-AttentionImpl::AttentionImpl(const ModelConfig& c, int64_t window)
+AttentionImpl::AttentionImpl(const ModelConfig& c, int64_t window, Materialize materialize)
     : n_heads_(c.n_heads), n_kv_heads_(c.n_kv_heads), head_dim_(c.head_dim()), window_(window) {
-  auto linear = [](int64_t in, int64_t out, bool bias) {
-    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
-  };
+  auto linear = [&](int64_t in, int64_t out, bool bias) { return make_linear(in, out, bias, materialize); };
   wq_ = register_module("wq", linear(c.d_model, c.n_heads * head_dim_, c.attention_bias));
   wk_ = register_module("wk", linear(c.d_model, c.n_kv_heads * head_dim_, c.attention_bias));
   wv_ = register_module("wv", linear(c.d_model, c.n_kv_heads * head_dim_, c.attention_bias));
@@ -179,10 +188,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Rope& rope,
 }
 
 // ---------------------------------------------------------------- MLP
-MLPImpl::MLPImpl(const ModelConfig& c) {
-  auto linear = [](int64_t in, int64_t out) {
-    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
-  };
+MLPImpl::MLPImpl(const ModelConfig& c, Materialize materialize) {
+  auto linear = [&](int64_t in, int64_t out) { return make_linear(in, out, false, materialize); };
   w_gate_ = register_module("w_gate", linear(c.d_model, c.d_ff));
   w_up_ = register_module("w_up", linear(c.d_model, c.d_ff));
   w_down_ = register_module("w_down", linear(c.d_ff, c.d_model));
@@ -193,13 +200,14 @@ torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
 }
 
 // ---------------------------------------------------------------- block
-BlockImpl::BlockImpl(const ModelConfig& c, int64_t layer) : layer_(layer), scale_(c.branch_scale()) {
+BlockImpl::BlockImpl(const ModelConfig& c, int64_t layer, Materialize materialize)
+    : layer_(layer), scale_(c.branch_scale()) {
   const bool sandwich = c.block == BlockKind::Fbt;
   attn_norm_in_ = register_module("attn_norm_in", RMSNorm(c.d_model, c.norm_eps));
-  attn_ = register_module("attn", Attention(c, c.layer_window(layer)));
+  attn_ = register_module("attn", Attention(c, c.layer_window(layer), materialize));
   if (sandwich) attn_norm_out_ = register_module("attn_norm_out", RMSNorm(c.d_model, c.norm_eps));
   mlp_norm_in_ = register_module("mlp_norm_in", RMSNorm(c.d_model, c.norm_eps));
-  mlp_ = register_module("mlp", MLP(c));
+  mlp_ = register_module("mlp", MLP(c, materialize));
   if (sandwich) mlp_norm_out_ = register_module("mlp_norm_out", RMSNorm(c.d_model, c.norm_eps));
 }
 
@@ -214,10 +222,8 @@ torch::Tensor BlockImpl::forward(const torch::Tensor& x, const Rope& rope,
 }
 
 // ---------------------------------------------------------------- fusion (paper Eq. 4)
-LatentFusionImpl::LatentFusionImpl(const ModelConfig& c) {
-  auto linear = [&] {
-    return torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.d_model).bias(false));
-  };
+LatentFusionImpl::LatentFusionImpl(const ModelConfig& c, Materialize materialize) {
+  auto linear = [&] { return make_linear(c.d_model, c.d_model, false, materialize); };
   w_u = register_module("w_u", linear());
   w_g = register_module("w_g", linear());
 }
@@ -227,10 +233,10 @@ torch::Tensor LatentFusionImpl::forward(const torch::Tensor& h_prev, const torch
 }
 
 // ---------------------------------------------------------------- model
-FBTImpl::FBTImpl(const ModelConfig& config) : config_(config) {
+FBTImpl::FBTImpl(const ModelConfig& config, Materialize materialize) : config_(config) {
   config_.validate();
   try {
-    build();
+    build(materialize);
   } catch (const std::exception& e) {
     if (!is_out_of_memory(e)) throw;
     const int64_t n = config_.parameter_count();
@@ -242,16 +248,17 @@ FBTImpl::FBTImpl(const ModelConfig& config) : config_(config) {
   }
 }
 
-void FBTImpl::build() {
+void FBTImpl::build(Materialize materialize) {
   const auto& c = config_;
-  embedding_ = register_module("embedding", torch::nn::Embedding(c.vocab_size, c.d_model));
+  const bool skeleton = materialize == Materialize::Skeleton;
+  embedding_ = register_module("embedding", skeleton ? torch::nn::Embedding(0, 1) : torch::nn::Embedding(c.vocab_size, c.d_model));
   input_norm_ = register_module("input_norm", RMSNorm(c.d_model, c.norm_eps));
-  fusion_ = register_module("fusion", LatentFusion(c));
+  fusion_ = register_module("fusion", LatentFusion(c, materialize));
   blocks_ = register_module("blocks", torch::nn::ModuleList());
-  for (int64_t l = 0; l < c.n_layers; ++l) blocks_->push_back(Block(c, l));
+  for (int64_t l = 0; l < c.n_layers; ++l) blocks_->push_back(Block(c, l, materialize));
   final_norm_ = register_module("final_norm", RMSNorm(c.d_model, c.norm_eps));
-  if (!c.tie_embeddings)
-    lm_head_ = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab_size).bias(false)));
+  if (!c.tie_embeddings) lm_head_ = register_module("lm_head", make_linear(c.d_model, c.vocab_size, false, materialize));
+  if (skeleton) return;  // the weights come from a checkpoint
 
   torch::NoGradGuard no_grad;
   for (auto& p : named_parameters()) {

@@ -265,7 +265,10 @@ void HttpServer::Impl::routes() {
 
 std::vector<TokenLogprob> HttpServer::Impl::prompt_entries(const std::vector<int64_t>& prompt,
                                                            const GenerationParams& p, int64_t top_n) {
-  const auto scored = prompt_logprobs(model, prompt, p.mode, p.fused_passes, top_n);
+  if (!served.scores_prompts)
+    throw ApiError(400, "this server runs a quantised run (fbt quantize): scoring the prompt (echo with logprobs) "
+                   "needs the fp32 weights", "echo");
+  const auto scored = prompt_logprobs(model, prompt, p.decoding, top_n);
   const auto offsets = text_offsets(*served.tokenizer, prompt);
   std::vector<TokenLogprob> entries;
   for (size_t t = 0; t < prompt.size(); ++t) entries.push_back({prompt[t], scored.logprob[t], scored.top[t], offsets[t]});

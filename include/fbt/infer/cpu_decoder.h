@@ -21,6 +21,7 @@
 #include "fbt/infer/decode.h"
 #include "fbt/infer/batch_gemv.h"
 #include "fbt/infer/quant_gemv.h"
+#include "fbt/io/quantized_checkpoint.h"
 #include "fbt/model/cache.h"
 #include "fbt/model/model.h"
 
@@ -49,6 +50,10 @@ struct CpuDecoderOptions {
   /// (the freed blocks hold the quantised ones). The model is then usable only through this
   /// decoder: for `fbt generate` and `chat`, not for scoring (eval's choices, serve's prompt logprobs).
   bool release_model_weights = false;
+  /// A quantised checkpoint's matrix products (load_model on a run written by `fbt quantize`): each
+  /// matrix is read in place from these blocks, whatever `weights` says (cpu_decoder_for sets it to
+  /// the run's), and the model may be a Skeleton without fp32 matrices.
+  std::shared_ptr<const QuantizedWeights> prequantized;
 };
 
 /// Parses "fp32", "int8" or "int4" (the --weights flag); throws fbt::Error naming `flag` otherwise.
@@ -65,6 +70,9 @@ class CpuDecoder {
   /// its fp32 weights unless options.release_model_weights). Throws fbt::Error unless
   /// supports(model) (naming --weights for quantised weights).
   explicit CpuDecoder(FBT& model, CpuDecoderOptions options = {});
+  /// The quantised matrix products (int8, int4): each one's parameter names, format, size and blocks
+  /// (valid while this decoder lives), in the decoder's order: what `fbt quantize` stores.
+  std::vector<QuantizedGroup> quantized_groups() const;
   /// Bytes of the weights a decode step reads: every matrix product's (fp32 or quantised), norms and the
   /// embedding row excluded; the fusion's W_U and W_G only `with_fusion` (Soft and Fused steps).
   int64_t matmul_weight_bytes(bool with_fusion) const;
@@ -161,11 +169,15 @@ class CpuDecoder {
     std::vector<WeightPart> views;     ///< the parts' data and rows, for batch_invariant_linear
     std::optional<QuantMatrix> quant;  ///< [N, K] (int8, int4)
     int64_t rows = 0, cols = 0;
+    std::vector<std::string> names;    ///< the model's parameters stacked
   };
   /// The matrix stacking `parts` in the decoder's weight format (`head`: the output layer's).
   Matrix matrix(std::vector<torch::Tensor> parts, bool head = false) const;
   /// Every matrix a decode step multiplies by: the head, W_U and W_G (`with_fusion`), each layer's four.
   std::vector<const Matrix*> matrices(bool with_fusion) const;
+  /// Throws fbt::Error naming the tensor unless every weight has the shape the config gives it (a
+  /// quantised checkpoint's are read as stored).
+  void check_shapes() const;
   /// Moves every quantised matrix's blocks into one huge-page mapping (huge_pages.h: a decode step
   /// streams them all; 2 MiB pages spare a TLB miss per 4 KiB).
   void gather_quantised_weights();

@@ -72,6 +72,8 @@ struct EngineOptions {
   /// Weights of the batch-invariant CPU step, used where the model allows it (Int8, Int4: the Engine
   /// constructor throws fbt::Error naming --weights where it does not).
   DecodeWeights weights = DecodeWeights::Fp32;
+  /// A quantised run's matrix products (CpuDecoderOptions::prequantized): the step reads them.
+  std::shared_ptr<const QuantizedWeights> prequantized;
 };
 
 /// A consistent snapshot of the engine's counters (for GET /metrics).

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace fbt {
@@ -30,6 +31,13 @@ class QuantMatrix {
   /// llama-quantize with an importance matrix. Throws fbt::Error unless K is a positive multiple
   /// of 32.
   static QuantMatrix quantize(QuantFormat format, const float* W, int64_t N, int64_t K);
+  /// The [N, K] matrix whose blocks are already at `data` (a quantised checkpoint's, loaded by
+  /// load_model), read in place and kept alive by `owner`. Throws fbt::Error unless K is a
+  /// positive multiple of 32.
+  static QuantMatrix from_blocks(QuantFormat format, int64_t N, int64_t K, const uint8_t* data,
+                                 std::shared_ptr<uint8_t> owner);
+  /// The format named `name` ("Q8_0" or "Q4_0"); throws fbt::Error naming `origin` otherwise.
+  static QuantFormat format_named(const std::string& name, const std::string& origin);
 
   QuantFormat format() const { return format_; }
   int64_t rows() const { return rows_; }  ///< N

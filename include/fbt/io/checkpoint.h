@@ -1,5 +1,6 @@
 // Model checkpoints: weights + versioned JSON metadata in one safetensors file (atomic write).
 #pragma once
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -8,6 +9,8 @@
 #include "fbt/model/model.h"
 
 namespace fbt {
+
+struct QuantizedWeights;  // quantized_checkpoint.h
 
 /// Version of the checkpoint metadata layout; bump on incompatible change.
 constexpr int kCheckpointFormatVersion = 1;
@@ -19,6 +22,9 @@ struct CheckpointInfo {
   nlohmann::json tokenizer;  ///< the dataset's tokenizer block (type, vocab_size, ids, model sha256)
   int64_t step = 0;
   std::string git_sha;
+  /// A quantised checkpoint's matrix products (`fbt quantize`; quantized_checkpoint.h), null for an
+  /// fp32 one. From the metadata alone the groups' blocks are unset; load_model sets them.
+  std::shared_ptr<const QuantizedWeights> quantized;
 };
 
 /// Writes the model's parameters (fp32, names as in named_parameters()) and `info` (config
@@ -36,6 +42,8 @@ CheckpointInfo checkpoint_info_from_metadata(const nlohmann::json& metadata, con
 /// and the first mismatch. load_weights is this after load_tensors.
 void assign_weights(const TensorFile& file, const CheckpointInfo& info, FBT& model, const std::string& path);
 
+/// Both throw fbt::Error for a quantised checkpoint (it holds no fp32 matrices: training, a warm
+/// start and export need the fp32 run it was made from).
 /// assign_weights without the config check, for a model whose config may differ from the
 /// checkpoint's in settings that do not change a tensor (a warm start with a longer context or
 /// another RoPE θ): every parameter must be in `file` with its shape and `file` must hold
@@ -52,7 +60,9 @@ CheckpointInfo read_checkpoint_info(const std::string& path);
 /// or if a parameter is missing, unexpected or of the wrong shape.
 CheckpointInfo load_weights(const std::string& path, FBT& model);
 
-/// Builds a model from the checkpoint's own config and loads its weights (on the CPU).
+/// Builds a model from the checkpoint's own config and loads its weights (on the CPU). A quantised
+/// checkpoint gives a Skeleton model (model.h) and info->quantized with its blocks loaded: only the
+/// CPU decoder (CpuDecoderOptions::prequantized) can run it.
 FBT load_model(const std::string& path, CheckpointInfo* info = nullptr);
 
 }  // namespace fbt

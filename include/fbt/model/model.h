@@ -59,13 +59,20 @@ enum class AttentionKernel { Auto, Explicit };
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                      const torch::Tensor& mask, bool causal_only, AttentionKernel kernel = AttentionKernel::Auto);
 
+/// How a model's matrices are made. Initialized: allocated and initialised (training, or weights
+/// about to be read over them). Skeleton: every linear layer's weight (and bias) and the embedding
+/// are empty tensors ([0, 1] / [0]) that allocate nothing, norms as usual, no initialisation: a
+/// quantised checkpoint (`fbt quantize`) fills in the fp32 tensors it stores and the CPU decoder
+/// reads the quantised ones, so the fp32 matrices are never materialised (load_model).
+enum class Materialize { Initialized, Skeleton };
+
 /// Grouped-query self-attention with RoPE. Block fbt: QK RMSNorm and a per-head sigmoid output
 /// gate. Block llama (modeling_llama.py LlamaAttention): no gate; QK RMSNorm over Dh if qk_norm
 /// (modeling_qwen3.py); q/k/v biases if attention_bias (modeling_qwen2.py), o bias if
 /// attention_out_bias.
 class AttentionImpl : public torch::nn::Module {
  public:
-  AttentionImpl(const ModelConfig& config, int64_t window);
+  AttentionImpl(const ModelConfig& config, int64_t window, Materialize materialize = Materialize::Initialized);
   /// x [B,T,D] (the normed branch input) -> [B,T,D]. With `cache`, this call's keys/values are
   /// written to slots [first_slot, first_slot+T) of layer `layer` and attention covers all filled
   /// slots; otherwise it covers the T positions of x.
@@ -82,7 +89,7 @@ TORCH_MODULE(Attention);
 /// SwiGLU MLP: W_down(silu(W_gate x) ⊙ W_up x).
 class MLPImpl : public torch::nn::Module {
  public:
-  explicit MLPImpl(const ModelConfig& config);
+  explicit MLPImpl(const ModelConfig& config, Materialize materialize = Materialize::Initialized);
   torch::Tensor forward(const torch::Tensor& x);  // [B,T,D] -> [B,T,D]
 
  private:
@@ -95,7 +102,7 @@ TORCH_MODULE(MLP);
 /// (modeling_llama.py LlamaDecoderLayer): pre-norm only, x += branch(norm_in(x)).
 class BlockImpl : public torch::nn::Module {
  public:
-  BlockImpl(const ModelConfig& config, int64_t layer);
+  BlockImpl(const ModelConfig& config, int64_t layer, Materialize materialize = Materialize::Initialized);
   torch::Tensor forward(const torch::Tensor& x, const Rope& rope, const AttentionMasks& masks,
                         KVCache* cache, int64_t first_slot);  // [B,T,D] -> [B,T,D]
 
@@ -118,7 +125,7 @@ TORCH_MODULE(Block);
 /// instead, so g = 0 exactly while h_prev is finite.
 class LatentFusionImpl : public torch::nn::Module {
  public:
-  explicit LatentFusionImpl(const ModelConfig& config);
+  explicit LatentFusionImpl(const ModelConfig& config, Materialize materialize = Materialize::Initialized);
   torch::Tensor forward(const torch::Tensor& h_prev, const torch::Tensor& e_normed);  // [...,D]
 
   torch::nn::Linear w_u{nullptr}, w_g{nullptr};
@@ -129,10 +136,10 @@ TORCH_MODULE(LatentFusion);
 /// (passes.h) and the decoding modes (decode.h) compose them; forward() is a standard pass.
 class FBTImpl : public torch::nn::Module {
  public:
-  /// Builds and initialises the model. Throws fbt::Error for a config that fails validate(), and
-  /// for weights that cannot be allocated, naming the settings that size them (model.vocab_size,
-  /// model.d_model, model.n_layers, model.d_ff).
-  explicit FBTImpl(const ModelConfig& config);
+  /// Builds and initialises the model (a Skeleton: see Materialize). Throws fbt::Error for a
+  /// config that fails validate(), and for weights that cannot be allocated, naming the settings
+  /// that size them (model.vocab_size, model.d_model, model.n_layers, model.d_ff).
+  explicit FBTImpl(const ModelConfig& config, Materialize materialize = Materialize::Initialized);
   const ModelConfig& config() const { return config_; }
 
   /// Throws fbt::Error naming the first id of `tokens` (any shape, int64) outside [0, V). Reads
@@ -186,7 +193,7 @@ class FBTImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& tokens);
 
  private:
-  void build();  // the constructor's work: registers the modules and initialises the weights
+  void build(Materialize materialize);  // the constructor's work: registers the modules and initialises the weights
   /// Whether plain_input already applies RMSNorm_in (block fbt with input_norm every_pass).
   bool plain_input_is_normalised() const;
   /// The fused input of config().fusion (fused_input): RMSNorm_in(g), RMSNorm_in(g + e_n) or
