@@ -74,7 +74,7 @@ inline void expect_generic_modes_equal_standard(FBT& model, const torch::Tensor&
     KVCache cache(model->config(), B, T, model->parameters().front().options());
     std::vector<torch::Tensor> logits{prefill(model, prompt, valid, Decoding::make(mode, k), cache)};
     for (int64_t t = P; t < T; ++t) logits.push_back(decode_step(model, tokens.select(1, t).contiguous(), mode, cache));
-    return {torch::stack(logits, 1), cache.h_prev.clone()};
+    return {torch::stack(logits, 1), cache.h_prev().clone()};
   };
   expect_decode_runs_equal_standard(run, where);
 }
@@ -92,7 +92,7 @@ inline void expect_cpu_decoder_modes_equal_standard(FBT& model, const torch::Ten
     std::vector<torch::Tensor> logits{decoder.prefill(prompt, valid, cache, k)};
     const auto step_mode = mode == DecodeMode::Standard ? DecodeMode::Standard : DecodeMode::Soft;
     for (int64_t t = P; t < T; ++t) logits.push_back(decoder.step(tokens.select(1, t).contiguous(), step_mode, cache));
-    return {torch::stack(logits, 1), cache.h_prev.clone()};
+    return {torch::stack(logits, 1), cache.h_prev().clone()};
   };
   expect_decode_runs_equal_standard(run, where + ": CpuDecoder");
 }

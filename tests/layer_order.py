@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The include layering of fbt's folders (docs/ARCHITECTURE.md): a file includes headers of its own
 folder or of a lower layer, never of a higher one or of a sibling on its own layer, so no folder
-loop can form. Also: the carried state's writer and the k-pass loop have one home each.
+loop can form.
 
     util -> model -> data -> io -> dist -> train -> infer -> serve | eval | bench -> tools
 

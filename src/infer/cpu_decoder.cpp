@@ -407,7 +407,7 @@ torch::Tensor CpuDecoder::prefill_pass(const torch::Tensor& tokens_in, const tor
   const auto valid = valid_in.to(torch::kBool).cpu();
   auto layout = Layout::left_padded(valid);
   // A chunk continues the positions before it; an empty (new or cleared) cache starts at 0.
-  const auto start = cache.length == 0 ? torch::zeros({B}, torch::kLong) : cache.next_pos.clone();  // [B]
+  const auto start = cache.length == 0 ? torch::zeros({B}, torch::kLong) : cache.next_pos().clone();  // [B]
   layout.positions += start.view({B, 1});
   const int64_t first = cache.reserve(layout);
   const int64_t chunk = std::max<int64_t>(1, kPrefillRows / B);  // positions per forward
@@ -436,11 +436,10 @@ torch::Tensor CpuDecoder::prefill_pass(const torch::Tensor& tokens_in, const tor
     auto h = torch::empty({B, D}, torch::kFloat);  // each sequence's state at its last position
     for (int64_t b = 0; b < B; ++b)
       std::memcpy(h.data_ptr<float>() + b * D, state().data() + (b * m + m - 1) * D, D * sizeof(float));
-    cache.h_prev = h;
+    // A row of pads only keeps its next position.
+    cache.advance(h, tokens.select(1, T - 1), start + valid.sum(1));
     if (with_logits) out = logits(m - 1, B, m);
   }
-  cache.last_token = tokens.select(1, T - 1).clone();
-  cache.next_pos = start + valid.sum(1);  // a row of pads only keeps its next position
   return out;
 }
 
@@ -449,20 +448,17 @@ torch::Tensor CpuDecoder::step(const torch::Tensor& tokens_in, DecodeMode mode, 
   check_cache(cache, B);
   auto tokens = tokens_in.to(torch::kLong).contiguous();
   check_tokens(tokens);
-  auto last = cache.last_token.contiguous();
+  auto last = cache.last_token().contiguous();
   std::vector<char> plain(B);
   for (int64_t b = 0; b < B; ++b)
     plain[b] = mode == DecodeMode::Standard || last.data_ptr<int64_t>()[b] == config_.doc_separator_id;
-  auto h_prev = cache.h_prev.contiguous();
-  const int64_t slot = cache.reserve(Layout{cache.next_pos.view({-1, 1}), {}});
+  auto h_prev = cache.h_prev().contiguous();
+  const int64_t slot = cache.reserve(Layout{cache.next_pos().view({-1, 1}), {}});
   std::vector<RowCache> rows;
   for (int64_t b = 0; b < B; ++b) rows.push_back(row_view(cache, b, slot));
   forward(tokens.data_ptr<int64_t>(), plain, ptr(h_prev), rows);
-  cache.h_prev = torch::from_blob(const_cast<float*>(state().data()), {B, D}, torch::kFloat).clone();
-  auto logits = this->logits(0, B, 1);
-  cache.last_token = tokens;
-  cache.next_pos = cache.next_pos + 1;
-  return logits;
+  cache.advance_step(torch::from_blob(const_cast<float*>(state().data()), {B, D}, torch::kFloat), tokens);
+  return this->logits(0, B, 1);
 }
 
 torch::Tensor CpuDecoder::step(const torch::Tensor& tokens_in, const std::vector<DecodeMode>& modes,
@@ -479,21 +475,20 @@ torch::Tensor CpuDecoder::step(const torch::Tensor& tokens_in, const std::vector
     KVCache& cache = *caches[b];
     check_cache(cache, 1);  // a sequence's own cache
     cache.check_room(1);  // before any cache claims its slot
-    plain[b] = modes[b] == DecodeMode::Standard || cache.last_token.item<int64_t>() == config_.doc_separator_id;
-    auto h = cache.h_prev.to(torch::kFloat).contiguous();
+    plain[b] = modes[b] == DecodeMode::Standard || cache.last_token().item<int64_t>() == config_.doc_separator_id;
+    auto h = cache.h_prev().to(torch::kFloat).contiguous();
     std::memcpy(h_prev.data() + b * D, ptr(h), D * sizeof(float));
   }
   std::vector<RowCache> rows;
   for (int64_t b = 0; b < B; ++b) {
     KVCache& cache = *caches[b];
-    rows.push_back(row_view(cache, 0, cache.reserve(Layout{cache.next_pos.view({-1, 1}), {}})));
+    rows.push_back(row_view(cache, 0, cache.reserve(Layout{cache.next_pos().view({-1, 1}), {}})));
   }
   forward(tokens.data_ptr<int64_t>(), plain, h_prev.data(), rows);
   for (int64_t b = 0; b < B; ++b) {
     KVCache& cache = *caches[b];
-    cache.h_prev = torch::from_blob(const_cast<float*>(state().data()) + b * D, {1, D}, torch::kFloat).clone();
-    cache.last_token = tokens.narrow(0, b, 1).clone();
-    cache.next_pos = cache.next_pos + 1;
+    cache.advance_step(torch::from_blob(const_cast<float*>(state().data()) + b * D, {1, D}, torch::kFloat),
+                       tokens.narrow(0, b, 1));
   }
   return logits(0, B, 1);
 }

@@ -18,13 +18,10 @@ torch::Tensor cached_step(FBT& model, const torch::Tensor& tokens, const torch::
   auto e_n = model->plain_input(model->embed(tok, /*check_ids=*/!cache.write_slot.defined()));  // [B,1,D]
   auto u = e_n;
   if (plain.defined())
-    u = model->feedback_input(cache.h_prev.unsqueeze(1), e_n, plain.view({-1, 1, 1}));
-  Layout layout{cache.next_pos.view({-1, 1}), {}};
+    u = model->feedback_input(cache.h_prev().unsqueeze(1), e_n, plain.view({-1, 1, 1}));
+  Layout layout{cache.next_pos().view({-1, 1}), {}};
   auto x = model->stack(u, layout, &cache);  // [B,1,D]
-  // In place: the cache's tensors keep their addresses (a captured CUDA graph refers to them).
-  cache.h_prev.copy_(model->feedback_state(x).select(1, 0));
-  cache.last_token.copy_(tokens.view({-1}));
-  cache.next_pos.add_(1);
+  cache.advance_step(model->feedback_state(x).select(1, 0), tokens);
   return x;
 }
 
@@ -50,15 +47,13 @@ torch::Tensor prefill(FBT& model, const torch::Tensor& tokens, const torch::Tens
     }
   }
   auto last = x.narrow(1, T - 1, 1);  // [B,1,D]
-  cache.h_prev.copy_(model->feedback_state(last).select(1, 0));
-  cache.last_token.copy_(tokens.select(1, T - 1));
-  cache.next_pos.copy_(layout.positions.select(1, T - 1) + 1);
+  cache.advance(model->feedback_state(last).select(1, 0), tokens.select(1, T - 1), layout.positions.select(1, T - 1) + 1);
   return model->head(last).select(1, 0);  // [B,V]
 }
 
 torch::Tensor decode_step(FBT& model, const torch::Tensor& tokens, DecodeMode mode, KVCache& cache) {
   torch::Tensor plain;  // [B]; undefined: every row plain
-  if (mode != DecodeMode::Standard) plain = cache.last_token == model->config().doc_separator_id;
+  if (mode != DecodeMode::Standard) plain = cache.last_token() == model->config().doc_separator_id;
   return model->head(cached_step(model, tokens, plain, cache)).select(1, 0);  // [B,V]
 }
 

@@ -59,9 +59,8 @@ torch::Tensor PromptPrefill::run(int64_t chunk) {
   KVCache& cache = caches_.back();
   if (!cpu_) {
     auto last = x.narrow(1, m - 1, 1);  // [1,1,D]
-    cache.h_prev.copy_(model_->feedback_state(last).select(1, 0));
-    cache.last_token.fill_(prompt_.back());
-    cache.next_pos.fill_(n);
+    cache.advance(model_->feedback_state(last).select(1, 0), torch::full({1}, prompt_.back(), torch::kLong),
+                  torch::full({1}, n, torch::kLong));
     logits = model_->head(last).select(1, 0);  // [1,V]
   }
   caches_.erase(caches_.begin(), caches_.end() - 1);  // the earlier passes' caches are done with

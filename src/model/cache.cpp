@@ -24,9 +24,9 @@ KVCache::KVCache(const ModelConfig& config, int64_t batch, int64_t capacity,
   }
   slot_pos = torch::zeros({batch, capacity}, torch::dtype(torch::kLong).device(dev));
   slot_valid = torch::zeros({batch, capacity}, torch::dtype(torch::kBool).device(dev));
-  h_prev = torch::zeros({batch, config.d_model}, options);
-  last_token = torch::full({batch}, -1, torch::dtype(torch::kLong).device(dev));
-  next_pos = torch::zeros({batch}, torch::dtype(torch::kLong).device(dev));
+  h_prev_ = torch::zeros({batch, config.d_model}, options);
+  last_token_ = torch::full({batch}, -1, torch::dtype(torch::kLong).device(dev));
+  next_pos_ = torch::zeros({batch}, torch::dtype(torch::kLong).device(dev));
 }
 
 void KVCache::check_room(int64_t T) const {
@@ -59,6 +59,38 @@ int64_t KVCache::reserve(const Layout& layout) {
 void KVCache::clear() {
   length = 0;
   slot_valid.fill_(false);
+}
+
+void KVCache::check_carried(const torch::Tensor& h, const torch::Tensor& tokens) const {
+  if (h.sizes() != h_prev_.sizes() || tokens.numel() != batch())
+    throw Error("KV cache of batch " + std::to_string(batch()) + ": the carried state must be [" +
+                std::to_string(batch()) + ", " + std::to_string(h_prev_.size(1)) + "] with one token per row (got " +
+                c10::str(h.sizes()) + " and " + std::to_string(tokens.numel()) + " tokens)");
+}
+
+void KVCache::advance(const torch::Tensor& h, const torch::Tensor& tokens, const torch::Tensor& next) {
+  check_carried(h, tokens);
+  if (next.numel() != batch()) throw Error("KV cache: " + std::to_string(next.numel()) + " next positions for " +
+                                           std::to_string(batch()) + " rows");
+  h_prev_.copy_(h);
+  last_token_.copy_(tokens.reshape({-1}));
+  next_pos_.copy_(next.reshape({-1}));
+}
+
+void KVCache::advance_step(const torch::Tensor& h, const torch::Tensor& tokens) {
+  check_carried(h, tokens);
+  h_prev_.copy_(h);
+  last_token_.copy_(tokens.reshape({-1}));
+  next_pos_.add_(1);
+}
+
+KVCache KVCache::clone() const {
+  KVCache c = *this;
+  for (auto& t : c.k) t = t.clone();
+  for (auto& t : c.v) t = t.clone();
+  for (auto* t : {&c.slot_pos, &c.slot_valid, &c.h_prev_, &c.last_token_, &c.next_pos_}) *t = t->clone();
+  if (c.write_slot.defined()) c.write_slot = c.write_slot.clone();
+  return c;
 }
 
 }  // namespace fbt

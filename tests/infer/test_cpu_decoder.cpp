@@ -33,15 +33,6 @@ std::vector<ModelConfig> configs() {
   return {ModelConfig::preset("debug"), windowed, variant, smol, llama};
 }
 
-/// A copy of `cache` with storage of its own.
-KVCache clone(const KVCache& cache) {
-  KVCache c = cache;
-  for (auto& t : c.k) t = t.clone();
-  for (auto& t : c.v) t = t.clone();
-  for (auto* t : {&c.slot_pos, &c.slot_valid, &c.h_prev, &c.last_token, &c.next_pos}) *t = t->clone();
-  return c;
-}
-
 /// The test model of `config` with every weight the int8 / int4 decode step quantises (each matrix
 /// product's whose rows split into blocks of 32; the embedding only where it is the tied head)
 /// replaced by its Q8_0 / Q4_0 round trip (int4: the head Q8_0); fp32: the model itself.
@@ -92,8 +83,8 @@ TEST(CpuDecoder, PerSequenceCachesStepLikeDecodeStepAndTheSameAlone) {
                                 " step " + std::to_string(s);
       std::vector<KVCache> generic, alone;
       for (const auto& c : caches) {
-        generic.push_back(clone(c));
-        alone.push_back(clone(c));
+        generic.push_back(c.clone());
+        alone.push_back(c.clone());
       }
       std::vector<KVCache*> rows;
       for (auto& c : caches) rows.push_back(&c);
@@ -101,11 +92,11 @@ TEST(CpuDecoder, PerSequenceCachesStepLikeDecodeStepAndTheSameAlone) {
       for (int64_t b = 0; b < 3; ++b) {
         auto expected = decode_step(reference, torch::tensor({next[b]}), modes[b], generic[b]);
         ASSERT_LT(max_abs_diff(logits[b], expected[0]), kCpuDecoderTol) << where << " row " << b;
-        ASSERT_LT(max_abs_diff(caches[b].h_prev, generic[b].h_prev), kCpuDecoderTol) << where << " row " << b;
+        ASSERT_LT(max_abs_diff(caches[b].h_prev(), generic[b].h_prev()), kCpuDecoderTol) << where << " row " << b;
         ASSERT_EQ(caches[b].length, generic[b].length) << where;
         auto single = decoder.step(torch::tensor({next[b]}), {modes[b]}, {&alone[b]});
         ASSERT_TRUE(torch::equal(single[0], logits[b])) << where << " row " << b;
-        ASSERT_TRUE(torch::equal(alone[b].h_prev, caches[b].h_prev)) << where << " row " << b;
+        ASSERT_TRUE(torch::equal(alone[b].h_prev(), caches[b].h_prev())) << where << " row " << b;
       }
       for (int64_t b = 0; b < 3; ++b) next[b] = logits[b].argmax().item<int64_t>();
     }
@@ -138,8 +129,8 @@ TEST(CpuDecoder, StepEqualsTheGenericDecodeStep) {
         const std::string where = Decoding::make(mode, 0).label() + " d_model " + std::to_string(config.d_model) +
                                   " layers " + std::to_string(config.n_layers) + " step " + std::to_string(s);
         ASSERT_LT(max_abs_diff(got, expected), kCpuDecoderTol) << where;
-        ASSERT_LT(max_abs_diff(fast.h_prev, generic.h_prev), kCpuDecoderTol) << where;
-        ASSERT_TRUE(torch::equal(fast.next_pos, generic.next_pos)) << where;
+        ASSERT_LT(max_abs_diff(fast.h_prev(), generic.h_prev()), kCpuDecoderTol) << where;
+        ASSERT_TRUE(torch::equal(fast.next_pos(), generic.next_pos())) << where;
         ASSERT_EQ(fast.length, generic.length) << where;
         for (int64_t l = 0; l < config.n_layers; ++l) {
           ASSERT_LT(max_abs_diff(fast.k[l], generic.k[l]), kCpuDecoderTol) << where << " layer " << l;
@@ -166,7 +157,7 @@ TEST(CpuDecoder, QuantisedWeightsStepLikeTheirDequantisedModel) {
     auto valid = torch::ones({B, P}, torch::kBool);
     KVCache reference(config, B, P + 4, torch::dtype(torch::kFloat));
     auto next = prefill(dequantised, tokens, valid, Decoding{}, reference).argmax(-1);
-    KVCache f32_in = clone(reference), int8_in = clone(reference);
+    KVCache f32_in = reference.clone(), int8_in = reference.clone();
     CpuDecoderOptions fp32_acts{/*batch_invariant=*/true, weights, Q8Activations::Fp32};
     CpuDecoderOptions int8_acts{/*batch_invariant=*/true, weights, Q8Activations::Int8};
     CpuDecoder exact(model, fp32_acts), approx(model, int8_acts);
@@ -175,7 +166,7 @@ TEST(CpuDecoder, QuantisedWeightsStepLikeTheirDequantisedModel) {
       auto expected = decode_step(dequantised, next, DecodeMode::Soft, reference);
       auto got = exact.step(next, DecodeMode::Soft, f32_in);
       ASSERT_LT(max_abs_diff(got, expected), kCpuDecoderTol) << where;
-      ASSERT_LT(max_abs_diff(f32_in.h_prev, reference.h_prev), kCpuDecoderTol) << where;
+      ASSERT_LT(max_abs_diff(f32_in.h_prev(), reference.h_prev()), kCpuDecoderTol) << where;
       auto rough = approx.step(next, DecodeMode::Soft, int8_in);
       ASSERT_LT(max_abs_diff(rough, expected), 0.05 * expected.abs().max().item<double>()) << where;
       ASSERT_GT(max_abs_diff(rough, expected), 0.0) << where << ": int8 activations must round";
@@ -188,7 +179,7 @@ TEST(CpuDecoder, QuantisedWeightsStepLikeTheirDequantisedModel) {
       own.emplace_back(config, 1, P + 1, torch::dtype(torch::kFloat));
       prefill(model, tokens.narrow(0, b, 1), valid.narrow(0, b, 1), Decoding{}, own.back());
     }
-    std::vector<KVCache> alone{clone(own[0]), clone(own[1])};
+    std::vector<KVCache> alone{own[0].clone(), own[1].clone()};
     for (auto& c : own) rows.push_back(&c);
     auto together = approx.step(next, {DecodeMode::Soft, DecodeMode::Standard}, rows);
     EXPECT_TRUE(torch::equal(approx.step(next.narrow(0, 1, 1), {DecodeMode::Standard}, {&alone[1]})[0], together[1]));
@@ -250,9 +241,9 @@ TEST(CpuDecoder, PrefillEqualsTheGenericPrefill) {
                                 std::to_string(passes);
       ASSERT_EQ(got.sizes(), expected.sizes()) << where;
       EXPECT_LT(max_abs_diff(got, expected), kCpuDecoderTol) << where;
-      EXPECT_LT(max_abs_diff(fast.h_prev, generic.h_prev), kCpuDecoderTol) << where;
-      EXPECT_TRUE(torch::equal(fast.next_pos, generic.next_pos)) << where;
-      EXPECT_TRUE(torch::equal(fast.last_token, generic.last_token)) << where;
+      EXPECT_LT(max_abs_diff(fast.h_prev(), generic.h_prev()), kCpuDecoderTol) << where;
+      EXPECT_TRUE(torch::equal(fast.next_pos(), generic.next_pos())) << where;
+      EXPECT_TRUE(torch::equal(fast.last_token(), generic.last_token())) << where;
       EXPECT_TRUE(torch::equal(fast.slot_pos, generic.slot_pos) && torch::equal(fast.slot_valid, generic.slot_valid)) << where;
       EXPECT_EQ(fast.length, generic.length) << where;
       // The keys and values of real tokens (a pad's, never attended to, differ above layer 0).
@@ -281,8 +272,8 @@ TEST(CpuDecoder, BatchInvariantPrefillIsTokenByTokenDecoding) {
     for (int64_t t = 0; t < T; ++t) last = decoder.step(tokens.select(1, t), DecodeMode::Standard, steps);
     const std::string where = enum_to_string(config.block) + " layers " + std::to_string(config.n_layers);
     EXPECT_TRUE(torch::equal(logits, last)) << where;
-    EXPECT_TRUE(torch::equal(whole.h_prev, steps.h_prev)) << where;
-    EXPECT_TRUE(torch::equal(whole.next_pos, steps.next_pos)) << where;
+    EXPECT_TRUE(torch::equal(whole.h_prev(), steps.h_prev())) << where;
+    EXPECT_TRUE(torch::equal(whole.next_pos(), steps.next_pos())) << where;
     for (int64_t l = 0; l < config.n_layers; ++l)
       EXPECT_TRUE(torch::equal(whole.k[l], steps.k[l]) && torch::equal(whole.v[l], steps.v[l])) << where << " layer " << l;
   }
@@ -303,18 +294,18 @@ TEST(CpuDecoder, PrefillChunksContinueAndAClearedCacheStartsAgain) {
   KVCache whole(config, B, T, torch::dtype(torch::kFloat)), chunked(config, B, T, torch::dtype(torch::kFloat));
   auto expected = decoder.prefill(tokens, valid, whole);
   decoder.prefill(tokens.narrow(1, 0, split), valid.narrow(1, 0, split), chunked);
-  EXPECT_EQ(chunked.next_pos[1].item<int64_t>(), 0) << "a row of pads only has no position yet";
+  EXPECT_EQ(chunked.next_pos()[1].item<int64_t>(), 0) << "a row of pads only has no position yet";
   auto got = decoder.prefill(tokens.narrow(1, split, T - split), valid.narrow(1, split, T - split), chunked);
   EXPECT_TRUE(torch::equal(got, expected));
-  EXPECT_TRUE(torch::equal(chunked.h_prev, whole.h_prev));
-  EXPECT_TRUE(torch::equal(chunked.next_pos, whole.next_pos));
+  EXPECT_TRUE(torch::equal(chunked.h_prev(), whole.h_prev()));
+  EXPECT_TRUE(torch::equal(chunked.next_pos(), whole.next_pos()));
   EXPECT_TRUE(torch::equal(chunked.slot_pos, whole.slot_pos));
   const auto real = whole.slot_valid.view({B, 1, -1, 1});
   for (int64_t l = 0; l < config.n_layers; ++l)
     EXPECT_TRUE(torch::equal(chunked.k[l] * real, whole.k[l] * real)) << "layer " << l;
   whole.clear();  // as a benchmark reuses its cache
   EXPECT_TRUE(torch::equal(decoder.prefill(tokens, valid, whole), expected));
-  EXPECT_TRUE(torch::equal(whole.next_pos, chunked.next_pos));
+  EXPECT_TRUE(torch::equal(whole.next_pos(), chunked.next_pos()));
 }
 
 // Soft decoding must differ from standard (the fusion is live), and bad input is refused.

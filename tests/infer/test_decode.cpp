@@ -142,7 +142,7 @@ TEST(Decode, FusedPrefillEqualsPassKPlusOne) {
         o.passes = k + 1;
         o.keep_logits = o.keep_states = true;
         auto out = forward_passes(model, seqs[b].narrow(0, 0, lens[b]).unsqueeze(0), {}, o);
-        EXPECT_LT(max_abs_diff(cache.h_prev[b], out.states.back()[0][lens[b] - 1]), kDecodeTol) << "k=" << k;
+        EXPECT_LT(max_abs_diff(cache.h_prev()[b], out.states.back()[0][lens[b] - 1]), kDecodeTol) << "k=" << k;
         EXPECT_LT(max_abs_diff(logits[b], out.logits.back()[0][lens[b] - 1]), kDecodeTol) << "k=" << k;
         // The cache was rebuilt from the last pass, not the plain one: differs from pass 1.
         EXPECT_GT(max_abs_diff(logits[b], out.logits.front()[0][lens[b] - 1]), 1e-3);

@@ -79,7 +79,7 @@ TEST(GraphDecoder, FixedShapeStepMatchesDecodeStepInEveryMode) {
       const auto got = greedy(model, mode, fixed_cache, &fixed, 10, seed);
       expect_same(want, got, 1e-4, Decoding::make(mode, 1).label() + " seed " + std::to_string(seed));
       EXPECT_EQ(fixed_cache.length, eager_cache.length);
-      EXPECT_TRUE(torch::equal(fixed_cache.next_pos, eager_cache.next_pos));
+      EXPECT_TRUE(torch::equal(fixed_cache.next_pos(), eager_cache.next_pos()));
     }
     EXPECT_FALSE(fixed.captured());
   }

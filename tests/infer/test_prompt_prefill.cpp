@@ -41,23 +41,18 @@ TEST(PromptPrefill, ChunksEqualTheWholePromptPrefillInEveryMode) {
       ASSERT_TRUE(logits.defined()) << where;
       EXPECT_LT(max_abs_diff(logits, expected), kPrefillTol) << where;
       auto& cache = chunked.cache();
-      EXPECT_LT(max_abs_diff(cache.h_prev, whole.h_prev), kPrefillTol) << where;
+      EXPECT_LT(max_abs_diff(cache.h_prev(), whole.h_prev()), kPrefillTol) << where;
       EXPECT_EQ(cache.length, 13) << where;
       EXPECT_EQ(cache.capacity(), 16) << where;
-      EXPECT_EQ(cache.next_pos.item<int64_t>(), 13) << where;
-      EXPECT_EQ(cache.last_token.item<int64_t>(), prompt.back()) << where;
+      EXPECT_EQ(cache.next_pos().item<int64_t>(), 13) << where;
+      EXPECT_EQ(cache.last_token().item<int64_t>(), prompt.back()) << where;
       for (int64_t l = 0; l < config.n_layers; ++l) {
         EXPECT_LT(max_abs_diff(cache.k[l].narrow(2, 0, 13), whole.k[l].narrow(2, 0, 13)), kPrefillTol) << where;
         EXPECT_LT(max_abs_diff(cache.v[l].narrow(2, 0, 13), whole.v[l].narrow(2, 0, 13)), kPrefillTol) << where;
       }
       // The next decode step from either cache agrees too.
       auto next = expected.argmax(-1);
-      KVCache copy = whole;
-      for (int64_t l = 0; l < config.n_layers; ++l) {
-        copy.k[l] = whole.k[l].clone();
-        copy.v[l] = whole.v[l].clone();
-      }
-      for (auto* t : {&copy.slot_pos, &copy.slot_valid, &copy.h_prev, &copy.last_token, &copy.next_pos}) *t = t->clone();
+      KVCache copy = whole.clone();
       const auto want = decode_step(model, next, mode, copy);
       EXPECT_LT(max_abs_diff(decode_step(model, next, mode, cache), want), kPrefillTol) << where;
     }
@@ -85,9 +80,9 @@ TEST(PromptPrefill, OnTheCpuDecoderChunksAreTheSameBits) {
     PromptPrefill whole(model, prompt, Decoding::make(mode, k), 16, &cpu);
     auto reference = whole.run(13);
     EXPECT_LT(max_abs_diff(reference, expected), kPrefillTol) << Decoding::make(mode, k).label();
-    EXPECT_LT(max_abs_diff(whole.cache().h_prev, generic.h_prev), kPrefillTol) << Decoding::make(mode, k).label();
+    EXPECT_LT(max_abs_diff(whole.cache().h_prev(), generic.h_prev()), kPrefillTol) << Decoding::make(mode, k).label();
     EXPECT_TRUE(torch::equal(cpu.prefill(tokens, valid, direct, k), reference)) << Decoding::make(mode, k).label();
-    EXPECT_TRUE(torch::equal(direct.h_prev, whole.cache().h_prev)) << Decoding::make(mode, k).label();
+    EXPECT_TRUE(torch::equal(direct.h_prev(), whole.cache().h_prev())) << Decoding::make(mode, k).label();
     for (int64_t chunk : {1, 5}) {
       const std::string where = Decoding::make(mode, k).label() + " chunk " + std::to_string(chunk);
       PromptPrefill chunked(model, prompt, Decoding::make(mode, k), 16, &cpu);
@@ -95,10 +90,10 @@ TEST(PromptPrefill, OnTheCpuDecoderChunksAreTheSameBits) {
       while (!chunked.done()) logits = chunked.run(chunk);
       auto& cache = chunked.cache();
       EXPECT_TRUE(torch::equal(logits, reference)) << where;
-      EXPECT_TRUE(torch::equal(cache.h_prev, whole.cache().h_prev)) << where;
+      EXPECT_TRUE(torch::equal(cache.h_prev(), whole.cache().h_prev())) << where;
       EXPECT_TRUE(torch::equal(cache.slot_pos, generic.slot_pos)) << where;
-      EXPECT_EQ(cache.next_pos.item<int64_t>(), 13) << where;
-      EXPECT_EQ(cache.last_token.item<int64_t>(), prompt.back()) << where;
+      EXPECT_EQ(cache.next_pos().item<int64_t>(), 13) << where;
+      EXPECT_EQ(cache.last_token().item<int64_t>(), prompt.back()) << where;
       for (int64_t l = 0; l < config.n_layers; ++l)
         EXPECT_TRUE(torch::equal(cache.k[l], whole.cache().k[l]) && torch::equal(cache.v[l], whole.cache().v[l])) << where;
     }

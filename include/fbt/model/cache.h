@@ -22,8 +22,10 @@ struct Layout {
 
 /// Decoding state for a batch of B sequences decoded in lockstep (SPEC §7, Listing 2).
 /// Holds the keys/values of every layer in preallocated slots, the position and validity of
-/// each slot, and — beside the cache — one D-vector per sequence: the feedback state h_prev
-/// of the last processed position, which Soft and Fused decoding fuse into the next input.
+/// each slot, and — beside the cache — the state carried from one step to the next: per sequence
+/// the feedback state h_prev of the last processed position (which Soft and Fused decoding fuse
+/// into the next input), that position's token and the position the next token gets. The carried
+/// state is private: advance() and advance_step() are its only writers.
 struct KVCache {
   /// Allocates `capacity` slots per layer: k, v are [B, Hkv, capacity, Dh] with `options`.
   KVCache(const ModelConfig& config, int64_t batch, int64_t capacity,
@@ -32,9 +34,6 @@ struct KVCache {
   std::vector<torch::Tensor> k, v;  ///< per layer [B, Hkv, capacity, Dh]
   torch::Tensor slot_pos;           ///< [B, capacity] int64 position of each filled slot
   torch::Tensor slot_valid;         ///< [B, capacity] bool, true where the slot holds a real token
-  torch::Tensor h_prev;             ///< [B, D] feedback state of the last real position (soft/fused)
-  torch::Tensor last_token;         ///< [B] int64 token at the last real position
-  torch::Tensor next_pos;           ///< [B] int64 position the next token of each row gets
   int64_t length = 0;               ///< slots filled (the same for every row)
   /// Fixed-shape decoding (CUDA-graph capture, paper App. D; infer/graph_decoder.h): when
   /// defined ([1] int64 on the cache's device), a stack call of one token per row writes its
@@ -54,6 +53,28 @@ struct KVCache {
   int64_t reserve(const Layout& layout);
   /// Forgets every slot (keeps the allocation); used to rebuild the cache from a later pass.
   void clear();
+
+  /// [B, D] feedback state of each row's last real position (Soft and Fused fuse it into the next input).
+  const torch::Tensor& h_prev() const { return h_prev_; }
+  /// [B] int64 token at each row's last real position (-1 before any).
+  const torch::Tensor& last_token() const { return last_token_; }
+  /// [B] int64 position the next token of each row gets.
+  const torch::Tensor& next_pos() const { return next_pos_; }
+  /// Records the carried state after a prefill: `h` [B, D] each row's feedback state at its last
+  /// real position (converted to the cache's dtype), `tokens` [B] that position's token, `next` [B]
+  /// the position its next token gets. Written in place (copy_), so the tensors keep their
+  /// addresses, which a captured CUDA graph refers to; `h` and the others may live on another
+  /// device. Throws fbt::Error for other shapes.
+  void advance(const torch::Tensor& h, const torch::Tensor& tokens, const torch::Tensor& next);
+  /// advance() after one decode step: `h` [B, D] and `tokens` [B] of the new positions, and every
+  /// row's next position one further (in place).
+  void advance_step(const torch::Tensor& h, const torch::Tensor& tokens);
+  /// A deep copy: every tensor cloned (to continue one cache two ways, e.g. in tests).
+  KVCache clone() const;
+
+ private:
+  void check_carried(const torch::Tensor& h, const torch::Tensor& tokens) const;
+  torch::Tensor h_prev_, last_token_, next_pos_;
 };
 
 }  // namespace fbt
