@@ -61,8 +61,9 @@ TEST(Quantize, LoadedRunDecodesAsTheModelQuantisedAtLoad) {
         }
       // head, W_U, W_G, then per layer q/k/v(/gate), gate/up and o (d_ff 176 is no multiple of 32: down stays fp32)
       EXPECT_EQ(grouped, 3 + (config.block == BlockKind::Llama ? 6 : 7) * config.n_layers);
-      if (!config.tie_embeddings)
+      if (!config.tie_embeddings) {
         EXPECT_TRUE(torch::equal(loaded->named_parameters()["embedding.weight"], model->named_parameters()["embedding.weight"]));
+      }
 
       CpuDecoderOptions options{/*batch_invariant=*/true, weights};
       options.prequantized = info.quantized;

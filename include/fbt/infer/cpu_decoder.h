@@ -53,7 +53,7 @@ struct CpuDecoderOptions {
   /// A quantised checkpoint's matrix products (load_model on a run written by `fbt quantize`): each
   /// matrix is read in place from these blocks, whatever `weights` says (cpu_decoder_for sets it to
   /// the run's), and the model may be a Skeleton without fp32 matrices.
-  std::shared_ptr<const QuantizedWeights> prequantized;
+  std::shared_ptr<const QuantizedWeights> prequantized = nullptr;
 };
 
 /// Parses "fp32", "int8" or "int4" (the --weights flag); throws fbt::Error naming `flag` otherwise.

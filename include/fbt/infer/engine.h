@@ -73,7 +73,7 @@ struct EngineOptions {
   /// constructor throws fbt::Error naming --weights where it does not).
   DecodeWeights weights = DecodeWeights::Fp32;
   /// A quantised run's matrix products (CpuDecoderOptions::prequantized): the step reads them.
-  std::shared_ptr<const QuantizedWeights> prequantized;
+  std::shared_ptr<const QuantizedWeights> prequantized = nullptr;
 };
 
 /// A consistent snapshot of the engine's counters (for GET /metrics).
