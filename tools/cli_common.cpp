@@ -251,13 +251,13 @@ CLI::Option* add_weights_option(CLI::App* cmd, std::string& value) {
       ->capture_default_str();
 }
 
-std::shared_ptr<CpuDecoder> cpu_decoder_for(LoadedCheckpoint& checkpoint, const std::string& weights, bool sole_user) {
+std::shared_ptr<DecodeBackend> decode_backend_for(LoadedCheckpoint& checkpoint, const std::string& weights, bool sole_user) {
   CpuDecoderOptions options;
   options.weights = parse_decode_weights(run_weights(checkpoint, weights), "--weights");
   if (options.weights == DecodeWeights::Fp32) return nullptr;
   options.release_model_weights = sole_user;
   options.prequantized = checkpoint.info.quantized;
-  return std::make_shared<CpuDecoder>(checkpoint.model, options);
+  return cpu_backend(std::make_shared<CpuDecoder>(checkpoint.model, options));
 }
 
 std::string run_weights(const LoadedCheckpoint& checkpoint, const std::string& weights) {

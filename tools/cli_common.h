@@ -9,7 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "fbt/infer/cpu_decoder.h"
+#include "fbt/infer/decode_backend.h"
 #include "fbt/data/chat_template.h"
 #include "fbt/data/tokenizer.h"
 #include "fbt/io/checkpoint.h"
@@ -46,14 +46,14 @@ ChatTemplate load_chat_template(const LoadedCheckpoint& checkpoint, const Tokeni
 /// Adds `--weights` (fp32, int8 or int4; default fp32) bound to `value`: the weights of the CPU decode step.
 CLI::Option* add_weights_option(CLI::App* cmd, std::string& value);
 
-/// The decode step of a --weights value for `checkpoint`'s model: empty for fp32 (generate() builds
-/// its own where the model allows), a CpuDecoder with Q8_0 / Q4_0 weights for int8 / int4
+/// The decoding backend of a --weights value for `checkpoint`'s model: empty for fp32 (generate()
+/// makes its own), a CpuDecoder's with Q8_0 / Q4_0 weights for int8 / int4
 /// (quantised here, once; a quantised run's own blocks, read in place, whatever --weights says
 /// short of a contradiction: run_weights). Throws fbt::Error naming --weights when int8 or int4 is
 /// asked of a model the CPU step cannot decode (CpuDecoder's constructor).
 /// `sole_user`: nothing but this decoder will run the model (generate, chat), so the quantised
 /// matrices replace its fp32 ones (CpuDecoderOptions::release_model_weights).
-std::shared_ptr<CpuDecoder> cpu_decoder_for(LoadedCheckpoint& checkpoint, const std::string& weights, bool sole_user);
+std::shared_ptr<DecodeBackend> decode_backend_for(LoadedCheckpoint& checkpoint, const std::string& weights, bool sole_user);
 
 /// The decode weights of `checkpoint` asked by --weights `weights`: `weights` for an fp32 run; a
 /// quantised run's own ("int8" or "int4") when `weights` is that or the default fp32. Throws

@@ -176,13 +176,13 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
   for (int64_t batch : a.batch_sizes) {
     for (int64_t context : a.contexts) {
       if (wants(a, "prefill")) {
-        std::optional<CpuDecoder> prefill_decoder;  // the prefill fbt generate runs (gone before decode)
-        if (cpu_decoder) prefill_decoder.emplace(model, cpu_options);
+        // The prefill fbt generate runs, gone before decode.
+        const auto prefill_backend =
+            cpu_decoder ? cpu_backend(std::make_shared<CpuDecoder>(model, cpu_options)) : torch_backend(model);
         for (const Decoding& decoding : {Decoding{}, Decoding::fused(1)}) {
-          const auto r = bench_prefill(model, decoding, batch, context, a.warmup, a.reps, a.seed,
-                                       prefill_decoder ? &*prefill_decoder : nullptr);
+          const auto r = bench_prefill(model, decoding, batch, context, a.warmup, a.reps, a.seed, *prefill_backend);
           add_row({{"test", "prefill"}, {"mode", decoding.label()}, {"batch", batch},
-                          {"decoder", prefill_decoder ? "cpu" : "generic"},
+                          {"decoder", cpu_decoder ? "cpu" : "generic"},
                           {"context", context}, {"tokens_per_s", stats_json(r.tokens_per_s)},
                           {"seconds", stats_json(r.seconds)}, {"peak_memory_bytes", r.peak_memory_bytes}});
         }

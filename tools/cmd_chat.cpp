@@ -34,7 +34,7 @@ struct ChatState {
   SamplingOptions sampling;
   std::vector<ChatMessage> messages;  ///< the system message (if any), then the turns so far
   int64_t replies = 0;                ///< replies generated: reply i samples with seed + i
-  std::shared_ptr<CpuDecoder> decoder;  ///< the --weights int8/int4 step (empty: generate's own)
+  std::shared_ptr<DecodeBackend> backend;  ///< the --weights int8/int4 backend (empty: generate's own)
 };
 
 constexpr const char* kHelp =
@@ -133,7 +133,7 @@ void reply(FBT& model, const Tokenizer& tokenizer, const ChatTemplate& chat, con
     std::cerr << "(dropped the " << fitted.dropped << " oldest messages to fit the model context of " << context
               << " tokens with room for a reply of " << a.max_new_tokens << ")\n";
   GenerationOptions o;
-  o.cpu_decoder = state.decoder;
+  o.backend = state.backend;
   o.decoding = state.decoding;
   o.max_new_tokens = a.max_new_tokens;
   o.sampling = state.sampling;
@@ -173,7 +173,7 @@ void run_chat(ChatArgs a) {
   if (a.max_new_tokens >= context)
     throw Error("--max-new-tokens " + std::to_string(a.max_new_tokens) + " leaves no room for a prompt in the " +
                 "model context of " + std::to_string(context) + " tokens; give at most " + std::to_string(context - 1));
-  ChatState state{decoding, a.sampling, initial_messages(a), 0, cpu_decoder_for(checkpoint, a.weights, /*sole_user=*/true)};
+  ChatState state{decoding, a.sampling, initial_messages(a), 0, decode_backend_for(checkpoint, a.weights, /*sole_user=*/true)};
   std::cout << "fbt chat: " << checkpoint.model_file << " (step " << checkpoint.info.step << "), " << chat.name()
             << " template, context " << context << " tokens, replies of up to " << a.max_new_tokens
             << " tokens. /help lists the commands; Ctrl-C stops a reply; "

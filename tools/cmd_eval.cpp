@@ -84,10 +84,10 @@ using ModeOutcomes = std::vector<std::pair<std::string, std::vector<bool>>>;
 ModeOutcomes run_gen_task(const EvalArgs& a, LoadedCheckpoint& checkpoint, const Tokenizer& tokenizer,
                           const GenTaskSpec& task, const GenTaskData& data, nlohmann::json& rows,
                           std::ostream* samples) {
-  const auto decoder = cpu_decoder_for(checkpoint, a.weights, /*sole_user=*/false);  // quantised once, not per batch
+  const auto backend = decode_backend_for(checkpoint, a.weights, /*sole_user=*/false);  // quantised once, not per batch
   const GenerateFn generate_fn = [&](const std::vector<std::vector<int64_t>>& prompts, const GenerationOptions& g) {
     GenerationOptions with_decoder = g;
-    with_decoder.cpu_decoder = decoder;
+    with_decoder.backend = backend;
     return generate(checkpoint.model, prompts, with_decoder);
   };
   const int64_t shots = a.gen.shots < 0 ? task.default_shots : a.gen.shots;

@@ -35,9 +35,9 @@ std::string read_prompt(const GenerateArgs& a) {
 
 /// Generates once with `decoding`, streaming text to stdout and one timing line to stderr.
 void generate_streaming(FBT& model, const Tokenizer& tokenizer, const std::vector<int64_t>& prompt,
-                        const Decoding& decoding, const GenerateArgs& a, const std::shared_ptr<CpuDecoder>& decoder) {
+                        const Decoding& decoding, const GenerateArgs& a, const std::shared_ptr<DecodeBackend>& backend) {
   GenerationOptions o;
-  o.cpu_decoder = decoder;
+  o.backend = backend;
   o.decoding = decoding;
   o.max_new_tokens = a.max_new_tokens;
   o.sampling = a.sampling;
@@ -80,7 +80,7 @@ void run_generate(const GenerateArgs& a) {
     if (checkpoint.model->parameters().front().device().is_cpu())  // back on huge pages, as load_model's
       move_to_huge_pages(checkpoint.model->parameters());
   }
-  const auto decoder = cpu_decoder_for(checkpoint, a.weights, /*sole_user=*/true);
+  const auto backend = decode_backend_for(checkpoint, a.weights, /*sole_user=*/true);
   const auto tokenizer = load_run_tokenizer(checkpoint);
   // The prompt starts as a document does: after EOS for fbt's tokenizers (training streams are
   // documents each followed by EOS), with the BOS or nothing for imported ones (document_prefix).
@@ -97,13 +97,13 @@ void run_generate(const GenerateArgs& a) {
               << context << " tokens, " << prompt.size() << " of them the prompt)\n";
 
   if (!a.all_modes) {
-    generate_streaming(checkpoint.model, *tokenizer, prompt, decoding, a, decoder);
+    generate_streaming(checkpoint.model, *tokenizer, prompt, decoding, a, backend);
     return;
   }
   for (DecodeMode m : {DecodeMode::Standard, DecodeMode::Soft, DecodeMode::Fused}) {
     const auto d = Decoding::make(m, a.fused_passes);
     std::cout << "=== " << d.label() << " ===\n" << std::flush;
-    generate_streaming(checkpoint.model, *tokenizer, prompt, d, a, decoder);
+    generate_streaming(checkpoint.model, *tokenizer, prompt, d, a, backend);
   }
 }
 

@@ -9,7 +9,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/cuda.h>
 
-#include "fbt/infer/cpu_decoder.h"
+#include "fbt/infer/decode_backend.h"
 #include "fbt/infer/graph_decoder.h"
 #include "fbt/model/precision.h"
 #include "fbt/train/optimizer.h"
@@ -127,7 +127,7 @@ BenchResult bench_train_step(FBT& model, const TrainConfig& train, int64_t batch
 }
 
 BenchResult bench_prefill(FBT& model, const Decoding& decoding, int64_t batch, int64_t context, int64_t warmup,
-                          int64_t reps, uint64_t seed, CpuDecoder* cpu) {
+                          int64_t reps, uint64_t seed, DecodeBackend& backend) {
   torch::InferenceMode inference;
   model->eval();
   const auto device = device_of(model);
@@ -137,8 +137,7 @@ BenchResult bench_prefill(FBT& model, const Decoding& decoding, int64_t batch, i
   reset_peak_memory(device);
   const auto seconds = time_with_setup(device, warmup, reps, [&] { cache.clear(); },
                                        [&] {
-                                         if (cpu) cpu->prefill(tokens, valid, cache, decoding.fused_passes);
-                                         else prefill(model, tokens, valid, decoding, cache);
+                                         backend.prefill(tokens, valid, decoding, cache);
                                        });
   return result_of(seconds, double(batch * context), device);
 }
@@ -161,8 +160,9 @@ DecodeComparison bench_decode_modes(FBT& model, BenchDecoder decoder, int64_t ba
   // are bound to their cache when made.
   std::array<std::optional<KVCache>, 2> caches;  // [standard, soft]
   caches[0].emplace(model->config(), batch, context + new_tokens, options);
-  std::optional<CpuDecoder> fast;
-  if (decoder == BenchDecoder::Cpu) fast.emplace(model, cpu_options);
+  std::shared_ptr<CpuDecoder> fast;  // the Cpu step, for its weight bytes too
+  if (decoder == BenchDecoder::Cpu) fast = std::make_shared<CpuDecoder>(model, cpu_options);
+  const auto backend = fast ? cpu_backend(fast) : torch_backend(model);
   std::optional<GraphDecoder> graphs[2];
   if (decoder == BenchDecoder::Graph) {
     caches[1].emplace(model->config(), batch, context + new_tokens, options);
@@ -173,15 +173,11 @@ DecodeComparison bench_decode_modes(FBT& model, BenchDecoder decoder, int64_t ba
   // Prefill (untimed; by the decoder that decodes, as fbt generate) of `cache`; returns the first tokens [B].
   auto start = [&](KVCache& cache) {
     cache.clear();
-    return (fast ? fast->prefill(prompt, valid, cache)
-                 : prefill(model, prompt, valid, Decoding{}, cache)).argmax(-1);
+    return backend->prefill(prompt, valid, Decoding{}, cache).argmax(-1);
   };
   // One greedy step of mode m on `cache`, from the last tokens [B]; returns the next ones [B].
   auto step = [&](size_t m, const torch::Tensor& last, KVCache& cache) {
-    return (fast        ? fast->step(last, modes[m], cache)
-            : graphs[m] ? graphs[m]->step(last)
-                        : decode_step(model, last, modes[m], cache))
-        .argmax(-1);
+    return (graphs[m] ? graphs[m]->step(last) : backend->step(last, modes[m], cache)).argmax(-1);
   };
   std::array<int64_t, 2> peak{}, anonymous{-1, -1};
   for (size_t m = 0; m < modes.size(); ++m) {  // untimed, one mode at a time: warms up and measures memory

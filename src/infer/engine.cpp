@@ -13,7 +13,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
-#include "fbt/infer/cpu_decoder.h"
+#include "fbt/infer/decode_backend.h"
 #include "fbt/infer/prompt_prefill.h"
 
 namespace fbt {
@@ -81,7 +81,7 @@ struct Engine::State {
   };
   FBT model = nullptr;
   EngineOptions options;
-  std::optional<CpuDecoder> cpu;  ///< the batch-invariant packed step, where the model allows it
+  std::shared_ptr<DecodeBackend> backend;  ///< the batch-invariant CPU step where the model allows it
   mutable std::mutex mu;
   std::condition_variable wake;  ///< work arrived, a cancel, or stop
   std::condition_variable idle;  ///< a sequence finished (drain waits on it)
@@ -230,7 +230,7 @@ void Engine::State::prefill_one() {
       const int64_t n = r.prompt.size();
       // Slots for the prompt and every generated token but the last (never fed); n < context.
       const int64_t capacity = std::min(model->config().context, n + r.max_new_tokens - 1);
-      s.prefill.emplace(model, r.prompt, r.decoding, capacity, cpu ? &*cpu : nullptr);
+      s.prefill.emplace(model, r.prompt, r.decoding, capacity, backend->cpu());
     }
     const int64_t before = s.prefill->prefilled();
     auto logits = s.prefill->run(options.prefill_chunk);
@@ -259,16 +259,7 @@ void Engine::State::decode_active() {
       modes.push_back(s->request.decoding.mode);
       caches.push_back(&s->prefill->cache());
     }
-    torch::Tensor logits;  // [B,V]
-    if (cpu) {
-      logits = cpu->step(torch::tensor(ids, torch::kLong), modes, caches);
-    } else {  // one sequence at a time: the generic step is not batch-invariant across cache lengths
-      std::vector<torch::Tensor> each;
-      const auto device = model->parameters().front().device();
-      for (size_t b = 0; b < rows.size(); ++b)
-        each.push_back(decode_step(model, torch::tensor({ids[b]}, torch::kLong).to(device), modes[b], *caches[b]));
-      logits = torch::cat(each, 0);
-    }
+    const torch::Tensor logits = backend->step(torch::tensor(ids, torch::kLong), modes, caches);  // [B,V]
     int64_t generated = 0;
     for (size_t b = 0; b < rows.size(); ++b) generated += on_logits(*rows[b], logits[b]);
     count(0, generated, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -307,11 +298,9 @@ Engine::Engine(FBT model, const EngineOptions& options) : state_(std::make_uniqu
   model->eval();
   state_->model = model;
   state_->options = options;
-  if (CpuDecoder::supports(model) || options.weights != DecodeWeights::Fp32) {  // int8/int4: the step throws if it cannot
-    CpuDecoderOptions cpu{/*batch_invariant=*/true, options.weights};
-    cpu.prequantized = options.prequantized;
-    state_->cpu.emplace(model, cpu);
-  }
+  CpuDecoderOptions cpu{/*batch_invariant=*/true, options.weights};
+  cpu.prequantized = options.prequantized;
+  state_->backend = make_decode_backend(model, cpu);  // int8/int4: throws where the model cannot
   state_->thread = std::thread([s = state_.get()] { s->loop(); });
 }
 

@@ -74,7 +74,6 @@ std::vector<std::vector<int64_t>> generate(FBT& model, const std::vector<std::ve
     throw Error("prompt of " + std::to_string(longest) + " tokens does not fit the model context of " +
                 std::to_string(context) + " tokens");
   auto param = model->parameters().front();
-  const auto dev = param.device();
 
   // Left-pad into [B,T] with a validity mask.
   auto tokens = torch::full({B, longest}, o.pad_id, torch::kLong);
@@ -90,12 +89,10 @@ std::vector<std::vector<int64_t>> generate(FBT& model, const std::vector<std::ve
 
   std::vector<std::vector<int64_t>> out(B);
   if (steps <= 0) return out;
-  auto cpu_decoder = o.cpu_decoder;  // the dedicated step for fp32 CPU models
-  if (!cpu_decoder && CpuDecoder::supports(model)) cpu_decoder = std::make_shared<CpuDecoder>(model);
+  const auto backend = o.backend ? o.backend : make_decode_backend(model);
   // Standard and Soft prefill one plain pass, Fused k + 1 passes; the dedicated step runs them all.
   if (const auto p = o.decoding.problem(); !p.empty()) throw Error("--fused-passes " + p);
-  auto logits = cpu_decoder ? cpu_decoder->prefill(tokens, valid, cache, o.decoding.fused_passes)
-                            : prefill(model, tokens.to(dev), valid.to(dev), o.decoding, cache);
+  auto logits = backend->prefill(tokens, valid, o.decoding, cache);
   std::vector<bool> done(B, false);
   for (int64_t step = 0; step < steps; ++step) {
     if (o.ignore_eos && o.eos_id >= 0)
@@ -117,8 +114,7 @@ std::vector<std::vector<int64_t>> generate(FBT& model, const std::vector<std::ve
       all_done = false;
     }
     if (all_done || step + 1 == steps || (o.should_stop && o.should_stop())) break;
-    logits = cpu_decoder ? cpu_decoder->step(next, o.decoding.mode, cache)
-                         : decode_step(model, next, o.decoding.mode, cache);
+    logits = backend->step(next, o.decoding.mode, cache);
   }
   return out;
 }

@@ -24,12 +24,12 @@ namespace fs = std::filesystem;
 using testing::expect_error;
 
 const fs::path kGgufImportDir = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "gguf";
-const std::vector<std::string> kNames = {"llama_tied_f32", "llama_untied_q8_0", "qwen2_q4_0", "qwen3_q4_1"};
+const std::vector<std::string> kGgufFixtures = {"llama_tied_f32", "llama_untied_q8_0", "qwen2_q4_0", "qwen3_q4_1"};
 
 std::string gguf_fixture(const std::string& name) { return (kGgufImportDir / (name + ".gguf")).string(); }
 
 TEST(GgufImport, StandardLogitsEqualTransformers) {
-  for (const auto& name : kNames) {
+  for (const auto& name : kGgufFixtures) {
     SCOPED_TRACE(name);
     auto imported = import_gguf_model(gguf_fixture(name));
     torch::Tensor tokens, expected;  // [1,T] int64, [1,T,V] fp32: transformers on the same GGUF file
@@ -120,7 +120,7 @@ TEST(GgufImport, TokenizerGivesTheHfFixturesIds) {
   const auto expected = nlohmann::json::parse(testing::slurp(kGgufImportDir / "expected_ids.json")).at("fixtures");
   const std::map<std::string, std::string> hf = {{"llama_tied_f32", "llama_tied"}, {"llama_untied_q8_0", "llama_untied"},
                                                  {"qwen2_q4_0", "qwen2"}, {"qwen3_q4_1", "qwen3"}};
-  for (const auto& name : kNames) {
+  for (const auto& name : kGgufFixtures) {
     SCOPED_TRACE(name);
     const auto imported = import_gguf_model(gguf_fixture(name));
     const auto vocab = imported.model->config().vocab_size;

@@ -25,7 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const fs::path kHfImportDir = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "hf";
-const std::vector<std::string> kNames = {"llama_tied", "llama_untied", "llama3_rope", "qwen2", "qwen3"};
+const std::vector<std::string> kHfFixtures = {"llama_tied", "llama_untied", "llama3_rope", "qwen2", "qwen3"};
 
 struct Expected {
   torch::Tensor tokens, logits;  // [1,T] int64, [1,T,V] fp32 (transformers, fp32, CPU)
@@ -49,7 +49,7 @@ std::vector<int64_t> ids_of(const torch::Tensor& t) {
 using testing::expect_error;
 
 TEST(HfImport, StandardLogitsEqualTransformers) {
-  for (const auto& name : kNames) {
+  for (const auto& name : kHfFixtures) {
     SCOPED_TRACE(name);
     auto imported = import_hf_model((kHfImportDir / name).string());
     const auto e = expected_of(name);
@@ -87,7 +87,7 @@ TEST(HfImport, ConfigsMapTheFamilySwitches) {
 // The standard prefill + cached decode of the Llama block equals its full forward (the KV cache
 // with biases, QK-norm, head_dim != D/H and llama3 RoPE).
 TEST(HfImport, CachedDecodeEqualsForward) {
-  for (const auto& name : kNames) {
+  for (const auto& name : kHfFixtures) {
     SCOPED_TRACE(name);
     auto model = import_hf_model((kHfImportDir / name).string()).model;
     const auto e = expected_of(name);
@@ -109,7 +109,7 @@ TEST(HfImport, CachedDecodeEqualsForward) {
 TEST(HfImport, SoftAndFusedDecodingRun) {
   HfImportOptions glu;
   glu.fusion = Fusion::Glu;
-  for (const auto& name : kNames) {
+  for (const auto& name : kHfFixtures) {
     SCOPED_TRACE(name);
     auto model = import_hf_model((kHfImportDir / name).string(), glu).model;
     const auto e = expected_of(name);
@@ -214,7 +214,7 @@ TEST(HfImport, RunDirectoryLoadsBack) {
 // Text in, text out: the imported tokenizer gives HF tokenizers' prompt ids (with Llama-3's BOS
 // as the document start), and greedy decoding continues it as transformers does.
 TEST(HfImport, GreedyContinuationEqualsTransformers) {
-  for (const auto& name : kNames) {
+  for (const auto& name : kHfFixtures) {
     SCOPED_TRACE(name);
     testing::TempDir tmp;
     const auto run = fs::path(tmp.path) / "run";

@@ -7,7 +7,7 @@
 
 #include "cli_test_helpers.h"
 #include "fbt/eval/loss.h"
-#include "fbt/infer/cpu_decoder.h"
+#include "fbt/infer/decode_backend.h"
 #include "fbt/infer/generate.h"
 
 namespace fbt {
@@ -38,7 +38,7 @@ struct GenerateCli : ::testing::Test {
 
   /// Greedy continuation of `text` computed in process: the CLI's prompt is [EOS] + encode(text).
   std::string greedy_text(const std::string& text, DecodeMode mode, int64_t max_new_tokens,
-                          std::shared_ptr<CpuDecoder> decoder = nullptr) {
+                          std::shared_ptr<DecodeBackend> backend = nullptr) {
     std::vector<int64_t> prompt{tokenizer.eos_id()};
     for (int64_t id : tokenizer.encode(text)) prompt.push_back(id);
     GenerationOptions o;
@@ -46,7 +46,7 @@ struct GenerateCli : ::testing::Test {
     o.max_new_tokens = max_new_tokens;
     o.eos_id = tokenizer.eos_id();
     o.pad_id = tokenizer.pad_id();
-    o.cpu_decoder = decoder;
+    o.backend = backend;
     return tokenizer.decode(generate(model, {prompt}, o)[0]);
   }
 };
@@ -65,8 +65,8 @@ TEST_F(GenerateCli, QuantisedWeightsMatchInProcessQuantisedGeneration) {
     const auto r = fbt_cli("generate --checkpoint " + run.string() +
                            " --prompt hello --max-new-tokens 8 --temperature 0 --mode soft --weights " + flag);
     ASSERT_EQ(r.rc, 0) << r.err;
-    auto decoder = std::make_shared<CpuDecoder>(model, CpuDecoderOptions{false, weights});
-    EXPECT_EQ(r.out, greedy_text("hello", DecodeMode::Soft, 8, decoder) + "\n") << flag;
+    auto backend = cpu_backend(std::make_shared<CpuDecoder>(model, CpuDecoderOptions{false, weights}));
+    EXPECT_EQ(r.out, greedy_text("hello", DecodeMode::Soft, 8, backend) + "\n") << flag;
   }
   const auto bad = fbt_cli("generate --checkpoint " + run.string() + " --prompt hello --weights int3");
   EXPECT_NE(bad.rc, 0);

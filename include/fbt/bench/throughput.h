@@ -11,6 +11,7 @@
 #include <torch/types.h>
 
 #include "fbt/infer/cpu_decoder.h"
+#include "fbt/infer/decode_backend.h"
 #include "fbt/infer/decode.h"
 #include "fbt/model/config.h"
 #include "fbt/model/model.h"
@@ -67,11 +68,11 @@ BenchResult bench_train_step(FBT& model, const TrainConfig& train, int64_t batch
                              int64_t passes, int64_t warmup, int64_t reps, uint64_t seed);
 
 /// Prefill of random prompts [batch, context] into a preallocated KVCache with `decoding`'s
-/// passes (Standard and Soft: one plain pass; Fused(k): k + 1), under InferenceMode: by `cpu`
-/// (CpuDecoder::prefill, as fbt generate does) where given, else by prefill() (decode.h).
+/// passes (Standard and Soft: one plain pass; Fused(k): k + 1), under InferenceMode, by `backend`
+/// (decode_backend.h: the CPU decoder, as fbt generate runs it, or the generic prefill).
 /// tokens/s counts batch·context per prefill.
 BenchResult bench_prefill(FBT& model, const Decoding& decoding, int64_t batch, int64_t context, int64_t warmup,
-                          int64_t reps, uint64_t seed, CpuDecoder* cpu = nullptr);
+                          int64_t reps, uint64_t seed, DecodeBackend& backend);
 
 /// Standard and Soft decoding measured together, for their per-token overhead (SPEC §7).
 struct DecodeComparison {

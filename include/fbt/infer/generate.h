@@ -9,6 +9,7 @@
 #include <torch/types.h>
 
 #include "fbt/infer/decode.h"
+#include "fbt/infer/decode_backend.h"
 
 namespace fbt {
 
@@ -71,9 +72,9 @@ struct GenerationOptions {
   /// step; when it returns true generation ends and returns what was generated so far (`fbt chat`
   /// stops a reply on Ctrl-C this way). It must be cheap: it runs once per token.
   std::function<bool()> should_stop;
-  /// The decode step to use, built once by the caller (e.g. with int8 weights, cpu_decoder.h);
-  /// empty: a CpuDecoder with fp32 weights is built per call where the model allows one.
-  std::shared_ptr<CpuDecoder> cpu_decoder;
+  /// The decoding backend, built once by the caller (e.g. a CpuDecoder with int8 weights,
+  /// decode_backend.h); empty: make_decode_backend(model) per call.
+  std::shared_ptr<DecodeBackend> backend;
 };
 
 /// Generates continuations of `prompts` (token ids, different lengths allowed, each non-empty)

@@ -1,0 +1,50 @@
+// The code that runs a model's decoding steps, chosen once: the dedicated CPU step (CpuDecoder) or
+// libtorch's generic prefill / decode_step (decode.h). generate and the serving engine call only
+// this interface, so neither carries the choice at every call.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "fbt/infer/cpu_decoder.h"
+#include "fbt/infer/decoding.h"
+#include "fbt/model/cache.h"
+#include "fbt/model/model.h"
+
+namespace fbt {
+
+/// Prefill and decode steps of one model (SPEC §7). Every call computes what decode.h's prefill /
+/// decode_step define; the CPU backend with its own kernels (cpu_decoder.h: the same numbers up to
+/// fp32 rounding, or quantised weights).
+class DecodeBackend {
+ public:
+  virtual ~DecodeBackend() = default;
+  /// prefill(model, tokens, valid, decoding, cache) (decode.h): tokens [B,T] left-padded where
+  /// valid [B,T] is false, into `cache`; returns the next-token logits [B,V].
+  virtual torch::Tensor prefill(const torch::Tensor& tokens, const torch::Tensor& valid, const Decoding& decoding,
+                                KVCache& cache) = 0;
+  /// decode_step(model, tokens, mode, cache) (decode.h): tokens [B]; returns logits [B,V].
+  virtual torch::Tensor step(const torch::Tensor& tokens, DecodeMode mode, KVCache& cache) = 0;
+  /// One step for B sequences that each own a cache of batch 1 (continuous batching): tokens [B],
+  /// modes[b] and caches[b] of row b; returns logits [B,V].
+  virtual torch::Tensor step(const torch::Tensor& tokens, const std::vector<DecodeMode>& modes,
+                             const std::vector<KVCache*>& caches) = 0;
+  /// The CpuDecoder behind this backend, or nullptr for the generic one (PromptPrefill runs its
+  /// chunked passes on it).
+  virtual CpuDecoder* cpu() { return nullptr; }
+};
+
+/// The backend running `decoder` (shared: its weights may be a quantised run's).
+std::shared_ptr<DecodeBackend> cpu_backend(std::shared_ptr<CpuDecoder> decoder);
+
+/// libtorch's generic prefill and decode_step on `model` (any device and dtype); the batched step
+/// runs its sequences one at a time (the generic step is not batch-invariant across cache lengths).
+std::shared_ptr<DecodeBackend> torch_backend(FBT model);
+
+/// A CpuDecoder with `options` where CpuDecoder::supports(model) or the options ask for int8 /
+/// int4 weights (whose constructor throws fbt::Error naming --weights where the model does not
+/// allow them), else the generic backend.
+std::shared_ptr<DecodeBackend> make_decode_backend(FBT& model, const CpuDecoderOptions& options = {});
+
+}  // namespace fbt

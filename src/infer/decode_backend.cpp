@@ -1,0 +1,70 @@
+// The two decoding backends: CpuDecoder and libtorch's generic steps (see decode_backend.h).
+#include "fbt/infer/decode_backend.h"
+
+#include "fbt/infer/decode.h"
+#include "fbt/util/error.h"
+
+namespace fbt {
+namespace {
+
+class CpuBackend : public DecodeBackend {
+ public:
+  explicit CpuBackend(std::shared_ptr<CpuDecoder> decoder) : decoder_(std::move(decoder)) {}
+  torch::Tensor prefill(const torch::Tensor& tokens, const torch::Tensor& valid, const Decoding& decoding,
+                        KVCache& cache) override {
+    if (const auto p = decoding.problem(); !p.empty()) throw Error("prefill: fused_passes " + p);
+    return decoder_->prefill(tokens, valid, cache, decoding.fused_passes);
+  }
+  torch::Tensor step(const torch::Tensor& tokens, DecodeMode mode, KVCache& cache) override {
+    return decoder_->step(tokens, mode, cache);
+  }
+  torch::Tensor step(const torch::Tensor& tokens, const std::vector<DecodeMode>& modes,
+                     const std::vector<KVCache*>& caches) override {
+    return decoder_->step(tokens, modes, caches);
+  }
+  CpuDecoder* cpu() override { return decoder_.get(); }
+
+ private:
+  std::shared_ptr<CpuDecoder> decoder_;
+};
+
+class TorchBackend : public DecodeBackend {
+ public:
+  explicit TorchBackend(FBT model) : model_(std::move(model)) {}
+  torch::Tensor prefill(const torch::Tensor& tokens, const torch::Tensor& valid, const Decoding& decoding,
+                        KVCache& cache) override {
+    const auto device = model_->parameters().front().device();
+    return fbt::prefill(model_, tokens.to(device), valid.to(device), decoding, cache);
+  }
+  torch::Tensor step(const torch::Tensor& tokens, DecodeMode mode, KVCache& cache) override {
+    return decode_step(model_, tokens, mode, cache);
+  }
+  torch::Tensor step(const torch::Tensor& tokens, const std::vector<DecodeMode>& modes,
+                     const std::vector<KVCache*>& caches) override {
+    const auto device = model_->parameters().front().device();
+    const auto ids = tokens.to(torch::kCPU, torch::kLong).contiguous();
+    std::vector<torch::Tensor> each;
+    for (size_t b = 0; b < caches.size(); ++b)
+      each.push_back(decode_step(model_, ids.narrow(0, int64_t(b), 1).to(device), modes[b], *caches[b]));
+    return torch::cat(each, 0);
+  }
+
+ private:
+  FBT model_;
+};
+
+}  // namespace
+
+std::shared_ptr<DecodeBackend> cpu_backend(std::shared_ptr<CpuDecoder> decoder) {
+  return std::make_shared<CpuBackend>(std::move(decoder));
+}
+
+std::shared_ptr<DecodeBackend> torch_backend(FBT model) { return std::make_shared<TorchBackend>(std::move(model)); }
+
+std::shared_ptr<DecodeBackend> make_decode_backend(FBT& model, const CpuDecoderOptions& options) {
+  if (CpuDecoder::supports(model) || options.weights != DecodeWeights::Fp32)
+    return cpu_backend(std::make_shared<CpuDecoder>(model, options));
+  return torch_backend(model);
+}
+
+}  // namespace fbt
