@@ -22,6 +22,10 @@ class CpuBackend : public DecodeBackend {
                      const std::vector<KVCache*>& caches) override {
     return decoder_->step(tokens, modes, caches);
   }
+  torch::Tensor prefill_pass(const torch::Tensor& tokens, const torch::Tensor& valid, KVCache& cache,
+                             const CpuDecoder::PassFeedback* feedback, torch::Tensor* states, bool with_logits) override {
+    return decoder_->prefill_pass(tokens, valid, cache, feedback, states, with_logits);
+  }
   CpuDecoder* cpu() override { return decoder_.get(); }
 
  private:
@@ -47,6 +51,24 @@ class TorchBackend : public DecodeBackend {
     for (size_t b = 0; b < caches.size(); ++b)
       each.push_back(decode_step(model_, ids.narrow(0, int64_t(b), 1).to(device), modes[b], *caches[b]));
     return torch::cat(each, 0);
+  }
+  torch::Tensor prefill_pass(const torch::Tensor& tokens_in, const torch::Tensor& valid_in, KVCache& cache,
+                             const CpuDecoder::PassFeedback* feedback, torch::Tensor* states, bool with_logits) override {
+    const auto device = model_->parameters().front().device();
+    const auto tokens = tokens_in.to(device), valid = valid_in.to(device, torch::kBool);
+    const int64_t B = tokens.size(0), T = tokens.size(1);
+    auto layout = Layout::left_padded(valid);
+    const auto start = cache.length == 0 ? torch::zeros({B}, tokens.options()) : cache.next_pos().clone();  // [B]
+    layout.positions += start.view({B, 1});
+    auto e_n = model_->plain_input(model_->embed(tokens));  // [B,T,D]
+    if (feedback)
+      e_n = model_->feedback_input(feedback->h_before.to(e_n.device(), e_n.scalar_type()), e_n,
+                                   feedback->plain.to(device, torch::kBool).unsqueeze(-1));
+    const auto x = model_->stack(e_n, layout, &cache);  // [B,T,D]
+    const auto state = model_->feedback_state(x);
+    if (states) *states = state;
+    cache.advance(state.select(1, T - 1), tokens.select(1, T - 1), start + valid.sum(1));
+    return with_logits ? model_->head(x.narrow(1, T - 1, 1)).select(1, 0) : torch::Tensor();
   }
 
  private:

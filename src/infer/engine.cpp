@@ -230,7 +230,7 @@ void Engine::State::prefill_one() {
       const int64_t n = r.prompt.size();
       // Slots for the prompt and every generated token but the last (never fed); n < context.
       const int64_t capacity = std::min(model->config().context, n + r.max_new_tokens - 1);
-      s.prefill.emplace(model, r.prompt, r.decoding, capacity, backend->cpu());
+      s.prefill.emplace(model, r.prompt, r.decoding, capacity, backend);
     }
     const int64_t before = s.prefill->prefilled();
     auto logits = s.prefill->run(options.prefill_chunk);

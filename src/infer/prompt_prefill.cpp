@@ -6,8 +6,9 @@
 namespace fbt {
 
 PromptPrefill::PromptPrefill(FBT model, std::vector<int64_t> prompt, const Decoding& decoding, int64_t capacity,
-                             CpuDecoder* cpu)
-    : model_(std::move(model)), prompt_(std::move(prompt)), capacity_(capacity), cpu_(cpu) {
+                             std::shared_ptr<DecodeBackend> backend)
+    : model_(std::move(model)), prompt_(std::move(prompt)), capacity_(capacity),
+      backend_(backend ? std::move(backend) : torch_backend(model_)) {
   const int64_t n = prompt_.size(), context = model_->config().context;
   if (n == 0) throw Error("the prompt is empty");
   if (capacity < n || capacity > context)
@@ -30,9 +31,8 @@ torch::Tensor PromptPrefill::run(int64_t chunk) {
 
   auto tokens = torch::tensor(std::vector<int64_t>(prompt_.begin() + start, prompt_.begin() + start + m),
                               torch::kLong).view({1, m}).to(param.device());  // [1,m]
-  const Layout layout{torch::arange(start, start + m, tokens.options()).view({1, m}), {}};
-  torch::Tensor e_n, x, state, logits;  // the generic passes' input and top residual [1,m,D]; a pass's states [1,m,D]
-  if (!cpu_) e_n = model_->plain_input(model_->embed(tokens));
+  const auto valid = torch::ones({1, m}, torch::dtype(torch::kBool).device(param.device()));
+  torch::Tensor state, logits;  // a pass's states [1,m,D]; the logits after the prompt's last chunk
   carry_.resize(passes_ - 1);
   for (int64_t j = 0; j < passes_; ++j) {  // pass 0 plain, pass j ≥ 1 fused with pass j−1's states
     torch::Tensor shifted;  // [1,m,D]: the state at t−1 for every t of the chunk
@@ -42,27 +42,14 @@ torch::Tensor PromptPrefill::run(int64_t chunk) {
       shifted = torch::cat({before, state.narrow(1, 0, m - 1)}, 1);
       carry_[j - 1] = state.narrow(1, m - 1, 1).clone();
     }
-    auto plain = plain_.narrow(1, start, m);  // [1,m]
-    if (cpu_) {  // continues caches_[j] from its next_pos; the last pass sets h_prev, last_token, next_pos
-      const CpuDecoder::PassFeedback feedback{shifted, plain};
-      const bool last = j + 1 == passes_;  // the output layer only after the last pass of the last chunk
-      logits = cpu_->prefill_pass(tokens, torch::ones({1, m}, torch::kBool), caches_[j], j > 0 ? &feedback : nullptr,
-                                  last ? nullptr : &state, last && start + m == n);
-    } else {
-      x = model_->stack(j > 0 ? model_->feedback_input(shifted, e_n, plain.unsqueeze(-1)) : e_n, layout, &caches_[j]);
-      state = model_->feedback_state(x);
-    }
+    // Each pass continues its own cache from its next_pos; the last pass's sets the decode state.
+    const CpuDecoder::PassFeedback feedback{shifted, plain_.narrow(1, start, m)};
+    const bool last = j + 1 == passes_;  // the output layer only after the last pass of the last chunk
+    logits = backend_->prefill_pass(tokens, valid, caches_[j], j > 0 ? &feedback : nullptr, last ? nullptr : &state,
+                                    last && start + m == n);
   }
   next_ += m;
   if (!done()) return {};
-
-  KVCache& cache = caches_.back();
-  if (!cpu_) {
-    auto last = x.narrow(1, m - 1, 1);  // [1,1,D]
-    cache.advance(model_->feedback_state(last).select(1, 0), torch::full({1}, prompt_.back(), torch::kLong),
-                  torch::full({1}, n, torch::kLong));
-    logits = model_->head(last).select(1, 0);  // [1,V]
-  }
   caches_.erase(caches_.begin(), caches_.end() - 1);  // the earlier passes' caches are done with
   carry_.clear();
   return logits;

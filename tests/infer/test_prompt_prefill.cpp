@@ -72,12 +72,14 @@ TEST(PromptPrefill, OnTheCpuDecoderChunksAreTheSameBits) {
   tokens[0][4] = 3;
   const auto valid = torch::ones({1, 13}, torch::kBool);
   std::vector<int64_t> prompt(tokens.data_ptr<int64_t>(), tokens.data_ptr<int64_t>() + 13);
-  CpuDecoder cpu(model, CpuDecoderOptions{/*batch_invariant=*/true});
+  const auto decoder = std::make_shared<CpuDecoder>(model, CpuDecoderOptions{/*batch_invariant=*/true});
+  const auto backend = cpu_backend(decoder);
+  CpuDecoder& cpu = *decoder;
   for (auto [mode, k] : {std::pair{DecodeMode::Standard, 0}, std::pair{DecodeMode::Soft, 0},
                          std::pair{DecodeMode::Fused, 1}, std::pair{DecodeMode::Fused, 3}}) {
     KVCache generic(config, 1, 16, torch::dtype(torch::kFloat)), direct(config, 1, 16, torch::dtype(torch::kFloat));
     auto expected = prefill(model, tokens, valid, Decoding::make(mode, k), generic);
-    PromptPrefill whole(model, prompt, Decoding::make(mode, k), 16, &cpu);
+    PromptPrefill whole(model, prompt, Decoding::make(mode, k), 16, backend);
     auto reference = whole.run(13);
     EXPECT_LT(max_abs_diff(reference, expected), kPrefillTol) << Decoding::make(mode, k).label();
     EXPECT_LT(max_abs_diff(whole.cache().h_prev(), generic.h_prev()), kPrefillTol) << Decoding::make(mode, k).label();
@@ -85,7 +87,7 @@ TEST(PromptPrefill, OnTheCpuDecoderChunksAreTheSameBits) {
     EXPECT_TRUE(torch::equal(direct.h_prev(), whole.cache().h_prev())) << Decoding::make(mode, k).label();
     for (int64_t chunk : {1, 5}) {
       const std::string where = Decoding::make(mode, k).label() + " chunk " + std::to_string(chunk);
-      PromptPrefill chunked(model, prompt, Decoding::make(mode, k), 16, &cpu);
+      PromptPrefill chunked(model, prompt, Decoding::make(mode, k), 16, backend);
       torch::Tensor logits;
       while (!chunked.done()) logits = chunked.run(chunk);
       auto& cache = chunked.cache();

@@ -30,8 +30,16 @@ class DecodeBackend {
   /// modes[b] and caches[b] of row b; returns logits [B,V].
   virtual torch::Tensor step(const torch::Tensor& tokens, const std::vector<DecodeMode>& modes,
                              const std::vector<KVCache*>& caches) = 0;
-  /// The CpuDecoder behind this backend, or nullptr for the generic one (PromptPrefill runs its
-  /// chunked passes on it).
+  /// One prefill pass, continuing `cache` (CpuDecoder::prefill_pass's definition, which PromptPrefill's
+  /// chunked passes use): tokens [B,T] left-padded where valid [B,T] is false, positions counted on
+  /// from cache.next_pos() (0 in an empty cache), each position's input fused as `feedback` says
+  /// (nullptr: all plain); sets the carried state; fills `states` [B,T,D] with every position's
+  /// feedback state where given; returns the logits [B,V] after the last position only
+  /// `with_logits` (else an undefined tensor).
+  virtual torch::Tensor prefill_pass(const torch::Tensor& tokens, const torch::Tensor& valid, KVCache& cache,
+                                     const CpuDecoder::PassFeedback* feedback, torch::Tensor* states,
+                                     bool with_logits) = 0;
+  /// The CpuDecoder behind this backend, or nullptr for the generic one.
   virtual CpuDecoder* cpu() { return nullptr; }
 };
 

@@ -1,12 +1,12 @@
 // Chunked prefill of one prompt in any decoding mode, carrying the latent feedback across chunks.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <torch/types.h>
 
-#include "fbt/infer/cpu_decoder.h"
-#include "fbt/infer/decode.h"
+#include "fbt/infer/decode_backend.h"
 #include "fbt/model/cache.h"
 #include "fbt/model/model.h"
 
@@ -25,13 +25,13 @@ namespace fbt {
 class PromptPrefill {
  public:
   /// prompt: 1 ≤ n token ids in [0, vocab); capacity ≥ n slots for the decode cache (prompt plus
-  /// the tokens to generate). `cpu`, where given (not owned; it must outlive this), runs every
-  /// pass (CpuDecoder::prefill_pass: with its batch-invariant products a Standard/Soft cache is the
-  /// same bits as decoding the prompt token by token, whatever the chunks). Throws fbt::Error
-  /// for an empty prompt, a capacity below the prompt or above the model context, or an invalid
-  /// `decoding` (Decoding::problem). Allocates no cache until run.
+  /// the tokens to generate). `backend` runs every pass (DecodeBackend::prefill_pass; the CPU
+  /// decoder's batch-invariant products make a Standard/Soft cache the same bits as decoding the
+  /// prompt token by token, whatever the chunks); null: the generic one (torch_backend). Throws
+  /// fbt::Error for an empty prompt, a capacity below the prompt or above the model context, or an
+  /// invalid `decoding` (Decoding::problem). Allocates no cache until run.
   PromptPrefill(FBT model, std::vector<int64_t> prompt, const Decoding& decoding, int64_t capacity,
-                CpuDecoder* cpu = nullptr);
+                std::shared_ptr<DecodeBackend> backend = nullptr);
 
   /// Prefills the next at most `chunk` (≥ 1) prompt tokens. Returns the next-token logits [1,V]
   /// after the prompt's last chunk, an undefined tensor before. Must run without grad.
@@ -50,7 +50,7 @@ class PromptPrefill {
   int64_t passes_;       ///< 1 + k in Fused(k) mode, else 1
   int64_t capacity_;
   int64_t next_ = 0;     ///< first prompt position not yet prefilled
-  CpuDecoder* cpu_;      ///< runs the passes where given
+  std::shared_ptr<DecodeBackend> backend_;  ///< runs the passes
   std::vector<KVCache> caches_;      ///< one per pass; the last one is the decode cache
   std::vector<torch::Tensor> carry_;  ///< per pass j < passes−1: its state [1,1,D] at position next_−1
 };
