@@ -17,6 +17,7 @@ struct ExportArgs {
 };
 
 void run_export(const ExportArgs& a) {
+  check_new_directory(a.out);  // before the work, not after it
   const auto checkpoint = load_checkpoint(a.checkpoint, "cpu");
   require_fp32_weights(checkpoint, "fbt export");
   const auto tokenizer_dir = std::filesystem::path(run_dir_of(checkpoint.model_file)) / "tokenizer";

@@ -17,6 +17,7 @@ struct ImportArgs {
 };
 
 void run_import(const ImportArgs& a) {
+  check_new_directory(a.out);  // before the work, not after it
   auto o = a.options;
   o.fusion = enum_from_string<Fusion>(a.fusion, "--fusion");
   // Everything is read and checked before --out is touched.

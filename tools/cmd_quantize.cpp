@@ -24,6 +24,7 @@ struct QuantizeArgs {
 
 void run_quantize(const QuantizeArgs& a) {
   if (a.weights != "int8" && a.weights != "int4") throw Error("--weights: expected int8 or int4, got '" + a.weights + "'");
+  check_new_directory(a.out);  // before the work, not after it
   auto checkpoint = load_checkpoint(a.checkpoint, "cpu");
   require_fp32_weights(checkpoint, "fbt quantize");
   if (!CpuDecoder::supports(checkpoint.model))

@@ -20,23 +20,49 @@ std::string step_dir_name(int64_t step) {
   return buf;
 }
 
-void write_directory_atomic(const std::string& out_dir, const std::function<void(const std::string& partial)>& fill) {
+namespace {
+
+constexpr const char* kPartialMarker = ".fbt-partial";  // in OUT.partial while a command fills it
+
+/// `out_dir` without trailing separators ("runs/a/" -> "runs/a"; "/" stays).
+std::string without_trailing_slash(std::string out_dir) {
+  while (out_dir.size() > 1 && out_dir.back() == '/') out_dir.pop_back();
+  return out_dir;
+}
+
+}  // namespace
+
+void check_new_directory(const std::string& given) {
+  if (given.empty()) throw Error("--out is empty: give the directory to create");
+  const std::string out_dir = without_trailing_slash(given);
   const fs::path out(out_dir), partial(out_dir + ".partial");
-  if (fs::exists(out) && !(fs::is_directory(out) && fs::is_empty(out)))
-    throw Error("--out '" + out_dir + "' already exists and is not an empty directory");
+  std::error_code ec;
+  if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
+    throw Error("--out '" + given + "' already exists and is not an empty directory");
+  if (fs::exists(partial, ec) && !fs::exists(partial / kPartialMarker, ec))
+    throw Error("--out '" + given + "': '" + partial.string() + "' exists and is not the leftover of a killed fbt "
+                "command (it has no " + kPartialMarker + " marker); move it away, fbt writes its output there first");
+}
+
+void write_directory_atomic(const std::string& given, const std::function<void(const std::string& partial)>& fill) {
+  check_new_directory(given);
+  const std::string out_dir = without_trailing_slash(given);
+  const fs::path out(out_dir), partial(out_dir + ".partial");
   auto discard = [&] {
     std::error_code ignored;
     fs::remove_all(partial, ignored);
   };
   try {
-    fs::remove_all(partial);
+    fs::remove_all(partial);  // a killed command's leftover (check_new_directory saw its marker)
     fs::create_directories(partial);
+    write_file_atomic((partial / kPartialMarker).string(), "");
     fill(partial.string());
+    fs::remove(partial / kPartialMarker);
     if (fs::exists(out)) fs::remove(out);  // an empty directory (checked above)
     fs::rename(partial, out);
   } catch (const fs::filesystem_error& e) {
     discard();
-    throw Error("--out '" + out_dir + "': " + e.what());
+    throw Error("--out '" + given + "': " + e.what());
   } catch (...) {
     discard();
     throw;

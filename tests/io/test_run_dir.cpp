@@ -73,5 +73,33 @@ TEST(WriteFileAtomic, NamesTheOsErrorAndLeavesNoTemporary) {
   EXPECT_FALSE(fs::exists(file + ".tmp"));
 }
 
+// write_directory_atomic: a trailing slash names the same directory; a user's OUT.partial is
+// refused, not removed; a killed command's (with the marker) is replaced; an empty --out is named.
+TEST(WriteDirectoryAtomic, TrailingSlashUserPartialAndEmptyOut) {
+  testing::TempDir tmp;
+  const auto out = tmp.path / "run";
+  write_directory_atomic(out.string() + "/", [](const std::string& dir) { testing::write_file(fs::path(dir) / "a.txt", "a"); });
+  EXPECT_EQ(testing::slurp(out / "a.txt"), "a");
+  EXPECT_FALSE(fs::exists(out / ".fbt-partial"));
+  EXPECT_FALSE(fs::exists(tmp.path / "run.partial"));
+
+  const auto keep = tmp.path / "keep";
+  testing::write_file(tmp.path / "keep.partial" / "notes.txt", "precious");
+  testing::expect_error([&] { check_new_directory(keep.string()); }, {"keep.partial", "move it away"});
+  testing::expect_error([&] { write_directory_atomic(keep.string(), [](const std::string&) {}); }, {"keep.partial"});
+  EXPECT_EQ(testing::slurp(tmp.path / "keep.partial" / "notes.txt"), "precious");
+  EXPECT_FALSE(fs::exists(keep));
+
+  const auto killed = tmp.path / "killed";
+  testing::write_file(tmp.path / "killed.partial" / ".fbt-partial", "");
+  testing::write_file(tmp.path / "killed.partial" / "half.bin", "x");
+  write_directory_atomic(killed.string(), [](const std::string& dir) { testing::write_file(fs::path(dir) / "b.txt", "b"); });
+  EXPECT_EQ(testing::slurp(killed / "b.txt"), "b");
+  EXPECT_FALSE(fs::exists(killed / "half.bin"));
+
+  testing::expect_error([] { check_new_directory(""); }, {"--out is empty"});
+  testing::expect_error([&] { check_new_directory(out.string() + "/"); }, {"already exists"});
+}
+
 }  // namespace
 }  // namespace fbt

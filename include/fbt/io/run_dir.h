@@ -25,12 +25,19 @@ std::string run_dir_of(const std::string& model_file);
 /// Atomically points RUNDIR/latest at `step_dir_name` (temporary file + rename).
 void write_latest(const std::string& run_dir, const std::string& step_dir_name);
 
-/// Creates directory `out_dir` all at once (`fbt import`, `fbt export`): throws fbt::Error
-/// "--out 'OUT' already exists ..." before anything is written unless OUT is absent or an empty
-/// directory; `fill` writes every file under OUT.partial (a leftover one, from a killed command,
-/// is removed first); then OUT.partial is renamed to OUT. When anything fails OUT.partial is
-/// removed and OUT is left as it was, so a failed command leaves no stub to trip the next one;
-/// the exception propagates (a filesystem error as fbt::Error naming --out).
+/// Throws fbt::Error naming --out unless `out_dir` can be made by write_directory_atomic: not empty,
+/// absent or an empty directory, and its OUT.partial absent or a leftover of a killed fbt command
+/// (one holding the ".fbt-partial" marker; anything else there is the user's and is refused, not
+/// removed). A trailing '/' is ignored. Commands call it before their work, so a bad --out fails
+/// at once rather than after an import or quantisation.
+void check_new_directory(const std::string& out_dir);
+
+/// Creates directory `out_dir` all at once (`fbt import`, `fbt export`, `fbt quantize`): checks it
+/// as check_new_directory does; `fill` writes every file under OUT.partial (made with a
+/// ".fbt-partial" marker; a leftover one from a killed command is removed first); then the marker
+/// goes and OUT.partial is renamed to OUT. When anything fails OUT.partial is removed and OUT is
+/// left as it was, so a failed command leaves no stub to trip the next one; the exception
+/// propagates (a filesystem error as fbt::Error naming --out).
 void write_directory_atomic(const std::string& out_dir, const std::function<void(const std::string& partial)>& fill);
 
 /// Drops the lines of a run's metrics.jsonl whose step is after `step` (steps a resume from
