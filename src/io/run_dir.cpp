@@ -75,6 +75,9 @@ void write_latest(const std::string& run_dir, const std::string& name) {
 
 std::string resolve_checkpoint(const std::string& path) {
   const fs::path p(path);
+  if (fs::is_regular_file(p) && p.extension() == ".gguf")
+    throw Error("'" + path + "' is a GGUF file, not an fbt checkpoint: make a run of it first with `fbt import "
+                "--from gguf " + path + " --out RUNDIR`");
   if (fs::is_regular_file(p)) return p.string();
   if (fs::is_regular_file(p / "model.safetensors")) return (p / "model.safetensors").string();
   if (fs::is_regular_file(p / "latest")) {

@@ -101,5 +101,12 @@ TEST(WriteDirectoryAtomic, TrailingSlashUserPartialAndEmptyOut) {
   testing::expect_error([&] { check_new_directory(out.string() + "/"); }, {"already exists"});
 }
 
+TEST(RunDir, AGgufCheckpointPointsAtImport) {
+  testing::TempDir tmp;
+  testing::write_file(tmp.path / "model.gguf", "GGUF");
+  testing::expect_error([&] { resolve_checkpoint((tmp.path / "model.gguf").string()); },
+                        {"model.gguf' is a GGUF file", "fbt import --from gguf"});
+}
+
 }  // namespace
 }  // namespace fbt

@@ -18,7 +18,8 @@ namespace fbt {
 std::string step_dir_name(int64_t step);
 /// Resolves a user's --checkpoint PATH to a model file: a model.safetensors file itself, a
 /// step directory (its model.safetensors) or a run directory (the step named by RUNDIR/latest).
-/// Throws fbt::Error naming PATH when none of these applies.
+/// Throws fbt::Error naming PATH when none of these applies, and for a .gguf file (naming the
+/// `fbt import` that makes a run of it).
 std::string resolve_checkpoint(const std::string& path);
 /// The run directory a model file belongs to (the parent of its step directory).
 std::string run_dir_of(const std::string& model_file);
