@@ -17,10 +17,13 @@ ProbeStates probe_states(FBT& model, const torch::Tensor& tokens) {
   const auto layout = Layout::contiguous(T, tokens.device());
   auto e_n = model->plain_input(model->embed(tokens));  // [B,T,D]
   std::vector<torch::Tensor> standard, recurrent;
-  auto x = model->stack(e_n, layout, nullptr, &standard);  // [B,T,D]
-  auto plain = model->plain_positions(tokens);             // [B,T]
-  plain.narrow(1, 0, T - 1).fill_(true);                   // only the last position may be fused
-  model->stack(fused_pass_input(model, e_n, model->feedback_state(x), plain), layout, nullptr, &recurrent);
+  auto plain = model->plain_positions(tokens);  // [B,T]
+  plain.narrow(1, 0, T - 1).fill_(true);        // only the last position may be fused
+  run_passes(2, [&](int64_t k, const torch::Tensor& before) {
+    if (k == 1) return model->feedback_state(model->stack(e_n, layout, nullptr, &standard));  // [B,T,D]
+    model->stack(model->feedback_input(before, e_n, plain.unsqueeze(-1)), layout, nullptr, &recurrent);
+    return torch::Tensor();
+  });
   return {torch::stack(standard), torch::stack(recurrent)};  // [L+1,B,T,D]
 }
 

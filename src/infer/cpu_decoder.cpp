@@ -7,6 +7,8 @@
 #include <limits>
 
 #include "fbt/infer/batch_gemv.h"
+#include "fbt/infer/decode.h"
+#include "fbt/model/passes.h"
 #include "fbt/util/cpu_allocator.h"
 #include "fbt/util/error.h"
 #include "fbt/util/huge_pages.h"
@@ -371,19 +373,19 @@ torch::Tensor CpuDecoder::prefill(const torch::Tensor& tokens, const torch::Tens
   check_prompt(tokens, valid);
   const int64_t B = tokens.size(0), T = tokens.size(1);
   const auto ids = tokens.to(torch::kLong).cpu();
-  // As prefill() (decode.cpp): the first real token of each row (position 0) and document starts stay plain.
-  PassFeedback feedback{torch::zeros({B, T, config_.d_model}, torch::kFloat),
-                        model_->plain_positions(ids).logical_or(Layout::left_padded(valid.to(torch::kBool).cpu()).positions == 0)};
   KVCache scratch(config_, B, T, torch::kFloat);  // the passes before the last
-  torch::Tensor states;  // [B,T,D] of the latest pass
-  prefill_pass(ids, valid, scratch, nullptr, &states, /*with_logits=*/false);
-  for (int64_t k = 1; k <= fused_passes; ++k) {
-    feedback.h_before.narrow(1, 1, T - 1).copy_(states.narrow(1, 0, T - 1));  // the state at t−1
-    if (k == fused_passes) break;
-    scratch.clear();
-    prefill_pass(ids, valid, scratch, &feedback, &states, /*with_logits=*/false);
-  }
-  return prefill_pass(ids, valid, cache, &feedback);
+  const auto plain = prefill_plain_positions(model_, ids, valid.cpu());  // [B,T]
+  torch::Tensor logits;  // [B,V]
+  run_passes(1 + fused_passes, [&](int64_t k, const torch::Tensor& before) {
+    const PassFeedback feedback{before, plain};
+    const bool last = k == 1 + fused_passes;
+    if (k > 1 && !last) scratch.clear();
+    torch::Tensor states;  // [B,T,D]
+    logits = prefill_pass(ids, valid, last ? cache : scratch, k > 1 ? &feedback : nullptr, last ? nullptr : &states,
+                          /*with_logits=*/last);
+    return states;
+  });
+  return logits;
 }
 
 torch::Tensor CpuDecoder::prefill_pass(const torch::Tensor& tokens_in, const torch::Tensor& valid_in, KVCache& cache,

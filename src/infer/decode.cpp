@@ -27,25 +27,23 @@ torch::Tensor cached_step(FBT& model, const torch::Tensor& tokens, const torch::
 
 }  // namespace
 
+torch::Tensor prefill_plain_positions(FBT& model, const torch::Tensor& tokens, const torch::Tensor& valid) {
+  return model->plain_positions(tokens).logical_or(Layout::left_padded(valid.to(torch::kBool)).positions == 0);
+}
+
 torch::Tensor prefill(FBT& model, const torch::Tensor& tokens, const torch::Tensor& valid, const Decoding& decoding,
                       KVCache& cache) {
   const int64_t T = tokens.size(1);
   if (const auto p = decoding.problem(); !p.empty()) throw Error("prefill: fused_passes " + p);
   const auto layout = Layout::left_padded(valid);
   auto e_n = model->plain_input(model->embed(tokens));  // [B,T,D]
-  const int64_t extra = decoding.fused_passes;
-  torch::Tensor x;
-  if (extra == 0) {
-    x = model->stack(e_n, layout, &cache);
-  } else {
-    // The first real token of each row (position 0) and document starts stay plain.
-    auto plain = model->plain_positions(tokens).logical_or(layout.positions == 0);  // [B,T]
-    x = model->stack(e_n, layout);
-    for (int64_t k = 1; k <= extra; ++k) {
-      x = model->stack(fused_pass_input(model, e_n, model->feedback_state(x), plain), layout,
-                       k == extra ? &cache : nullptr);
-    }
-  }
+  const auto plain = prefill_plain_positions(model, tokens, valid).unsqueeze(-1);  // [B,T,1]
+  const int64_t passes = decoding.prefill_passes();
+  torch::Tensor x;  // the last pass's top residual [B,T,D], the only pass that fills the cache
+  run_passes(passes, [&](int64_t k, const torch::Tensor& before) {
+    x = model->stack(k == 1 ? e_n : model->feedback_input(before, e_n, plain), layout, k == passes ? &cache : nullptr);
+    return k == passes ? torch::Tensor() : model->feedback_state(x);
+  });
   auto last = x.narrow(1, T - 1, 1);  // [B,1,D]
   cache.advance(model->feedback_state(last).select(1, 0), tokens.select(1, T - 1), layout.positions.select(1, T - 1) + 1);
   return model->head(last).select(1, 0);  // [B,V]

@@ -1,6 +1,7 @@
 // PromptPrefill: prefill() of decode.cpp a chunk at a time, with each pass's feedback state carried.
 #include "fbt/infer/prompt_prefill.h"
 
+#include "fbt/model/passes.h"
 #include "fbt/util/error.h"
 
 namespace fbt {
@@ -32,22 +33,18 @@ torch::Tensor PromptPrefill::run(int64_t chunk) {
   auto tokens = torch::tensor(std::vector<int64_t>(prompt_.begin() + start, prompt_.begin() + start + m),
                               torch::kLong).view({1, m}).to(param.device());  // [1,m]
   const auto valid = torch::ones({1, m}, torch::dtype(torch::kBool).device(param.device()));
-  torch::Tensor state, logits;  // a pass's states [1,m,D]; the logits after the prompt's last chunk
-  carry_.resize(passes_ - 1);
-  for (int64_t j = 0; j < passes_; ++j) {  // pass 0 plain, pass j ≥ 1 fused with pass j−1's states
-    torch::Tensor shifted;  // [1,m,D]: the state at t−1 for every t of the chunk
-    if (j > 0) {
-      // At the chunk's first position it is the carry (zeros before position 0, which is plain).
-      auto before = start == 0 ? torch::zeros_like(state.narrow(1, 0, 1)) : carry_[j - 1];  // [1,1,D]
-      shifted = torch::cat({before, state.narrow(1, 0, m - 1)}, 1);
-      carry_[j - 1] = state.narrow(1, m - 1, 1).clone();
-    }
-    // Each pass continues its own cache from its next_pos; the last pass's sets the decode state.
-    const CpuDecoder::PassFeedback feedback{shifted, plain_.narrow(1, start, m)};
-    const bool last = j + 1 == passes_;  // the output layer only after the last pass of the last chunk
-    logits = backend_->prefill_pass(tokens, valid, caches_[j], j > 0 ? &feedback : nullptr, last ? nullptr : &state,
-                                    last && start + m == n);
-  }
+  const auto plain = plain_.narrow(1, start, m);  // [1,m]
+  torch::Tensor logits;  // [1,V] after the prompt's last chunk
+  // Pass j+1 continues its own cache from its next_pos; the carry holds each pass's state at the
+  // position before the chunk (a chunk boundary is not a document start).
+  run_passes(passes_, [&](int64_t k, const torch::Tensor& before) {
+    const CpuDecoder::PassFeedback feedback{before, plain};
+    const bool last = k == passes_;  // the output layer only after the last pass of the last chunk
+    torch::Tensor state;             // [1,m,D]
+    logits = backend_->prefill_pass(tokens, valid, caches_[k - 1], k > 1 ? &feedback : nullptr,
+                                    last ? nullptr : &state, last && start + m == n);
+    return state;
+  }, &carry_);
   next_ += m;
   if (!done()) return {};
   caches_.erase(caches_.begin(), caches_.end() - 1);  // the earlier passes' caches are done with

@@ -49,14 +49,21 @@ torch::Tensor prefix_mask(const PassOptions& o, int64_t B, int64_t T, const torc
 
 }  // namespace
 
-torch::Tensor shift_right(const torch::Tensor& h) {
-  const int64_t T = h.size(1);
-  return torch::cat({torch::zeros_like(h.narrow(1, 0, 1)), h.narrow(1, 0, T - 1)}, 1);
-}
-
-torch::Tensor fused_pass_input(FBT& model, const torch::Tensor& e_n, const torch::Tensor& state,
-                               const torch::Tensor& plain) {
-  return model->feedback_input(shift_right(state), e_n, plain.unsqueeze(-1));
+void run_passes(int64_t passes, const PassStep& pass, std::vector<torch::Tensor>* carry) {
+  if (passes < 1) throw Error("passes must be >= 1 (got " + std::to_string(passes) + ")");
+  if (carry && !carry->empty() && int64_t(carry->size()) != passes - 1)
+    throw Error("run_passes: a carry of " + std::to_string(carry->size()) + " states for " + std::to_string(passes) +
+                " passes");
+  if (carry) carry->resize(passes - 1);
+  torch::Tensor before;  // [B,T,D]
+  for (int64_t k = 1; k <= passes; ++k) {
+    const auto state = pass(k, before);  // [B,T,D]
+    if (k == passes) break;
+    const int64_t T = state.size(1);
+    auto first = carry && (*carry)[k - 1].defined() ? (*carry)[k - 1] : torch::zeros_like(state.narrow(1, 0, 1));
+    if (carry) (*carry)[k - 1] = state.narrow(1, T - 1, 1).clone();  // the next span's first `before`
+    before = torch::cat({first.to(state.scalar_type()), state.narrow(1, 0, T - 1)}, 1);
+  }
 }
 
 PassOutput forward_passes(FBT& model, const torch::Tensor& tokens, const torch::Tensor& targets,
@@ -75,36 +82,40 @@ PassOutput forward_passes(FBT& model, const torch::Tensor& tokens, const torch::
   PassOutput out;
   auto e_n = model->plain_input(model->embed(tokens));  // [B,T,D]
   auto always_plain = model->plain_positions(tokens);   // [B,T]
-  torch::Tensor x, state;  // top residual and feedback state of the latest pass
   torch::Tensor plain;     // the plain positions of a feedback pass [B,T]
-  for (int64_t k = 1; k <= o.passes; ++k) {
+  run_passes(o.passes, [&](int64_t k, const torch::Tensor& before) {
     torch::Tensor u = e_n;  // pass 1: standard teacher forcing
     if (k > 1) {
-      auto h = o.detach ? state.detach() : state;  // [B,T,D]
-      if (o.jitter > 0)
-        h = h + (torch::rand(h.sizes(), o.generator, torch::dtype(torch::kFloat)).to(h.device(), h.scalar_type()) * 2 - 1) * o.jitter;
       if (!plain.defined() || !o.mixin_per_sequence)
         plain = always_plain.logical_or(prefix_mask(o, B, T, tokens.device()));  // [B,T]
-      u = fused_pass_input(model, e_n, h, plain);
+      u = model->feedback_input(before, e_n, plain.unsqueeze(-1));
     }
-    x = run_stack(u);                    // [B,T,D]
+    const auto x = run_stack(u);  // [B,T,D]
+    torch::Tensor state;          // [B,T,D]: this pass's feedback states
     if (k < o.passes || o.keep_states) state = model->feedback_state(x);
     if (o.keep_states) out.states.push_back(state);
-    if (!targets.defined() && !o.keep_logits) continue;
-    auto logits = model->head(x);  // [B,T,V]
-    if (targets.defined()) {
-      auto flat = logits.reshape({B * T, -1}).to(torch::kFloat);  // [B·T,V], loss in fp32
-      auto flat_targets = targets.reshape({B * T});
-      out.losses.push_back(torch::nn::functional::cross_entropy(
-          flat, flat_targets, torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1)));
-      if (o.z_loss > 0) {  // z-loss (SPEC §6) on the scored positions
-        auto lse = torch::logsumexp(flat, -1);  // [B·T]
-        auto scored = flat_targets.ge(0).to(torch::kFloat);
-        out.z_losses.push_back(o.z_loss * (lse.square() * scored).sum() / scored.sum().clamp_min(1));
+    if (targets.defined() || o.keep_logits) {
+      auto logits = model->head(x);  // [B,T,V]
+      if (targets.defined()) {
+        auto flat = logits.reshape({B * T, -1}).to(torch::kFloat);  // [B·T,V], loss in fp32
+        auto flat_targets = targets.reshape({B * T});
+        out.losses.push_back(torch::nn::functional::cross_entropy(
+            flat, flat_targets, torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1)));
+        if (o.z_loss > 0) {  // z-loss (SPEC §6) on the scored positions
+          auto lse = torch::logsumexp(flat, -1);  // [B·T]
+          auto scored = flat_targets.ge(0).to(torch::kFloat);
+          out.z_losses.push_back(o.z_loss * (lse.square() * scored).sum() / scored.sum().clamp_min(1));
+        }
       }
+      if (o.keep_logits) out.logits.push_back(logits);
     }
-    if (o.keep_logits) out.logits.push_back(logits);
-  }
+    if (k == o.passes) return torch::Tensor();
+    // What the next pass is fed: the state, detached for the ablation, with its training noise.
+    auto h = o.detach ? state.detach() : state;  // [B,T,D]
+    if (o.jitter > 0)
+      h = h + (torch::rand(h.sizes(), o.generator, torch::dtype(torch::kFloat)).to(h.device(), h.scalar_type()) * 2 - 1) * o.jitter;
+    return h;
+  });
   if (targets.defined()) {
     auto pass_loss = [&](int64_t k) { return o.z_loss > 0 ? out.losses[k] + out.z_losses[k] : out.losses[k]; };
     out.loss = pass_loss(0);

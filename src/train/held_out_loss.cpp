@@ -137,16 +137,16 @@ std::vector<ContractionPoint> contraction_curve(FBT& model, const TokenShard& sh
     auto inputs = batch->first.to(device), targets = batch->second.to(device);  // [b,T] each
     auto e_n = model->plain_input(model->embed(inputs));                        // [b,T,D]
     auto plain = model->plain_positions(inputs);                                // [b,T]
-    auto x = model->stack(e_n, layout);                                         // pass 1: plain
-    nats[0] += summed_nats(model->head(x), targets);
-    auto state = model->feedback_state(x);  // h^(0) [b,T,D]
-    for (int64_t k = 1; k <= max_passes; ++k) {
-      x = model->stack(fused_pass_input(model, e_n, state, plain), layout);
-      nats[k] += summed_nats(model->head(x), targets);
-      auto next = model->feedback_state(x);  // h^(k)
-      change[k] += ((next - state).norm(2, -1) / state.norm(2, -1).clamp_min(1e-12)).sum().item<double>();
-      state = next;
-    }
+    torch::Tensor previous;  // h^(k−1) [b,T,D]
+    run_passes(max_passes + 1, [&](int64_t pass, const torch::Tensor& before) {  // pass = k + 1
+      const auto x = model->stack(pass == 1 ? e_n : model->feedback_input(before, e_n, plain.unsqueeze(-1)), layout);
+      nats[pass - 1] += summed_nats(model->head(x), targets);
+      auto state = model->feedback_state(x);  // h^(k) [b,T,D]
+      if (pass > 1)
+        change[pass - 1] +=
+            ((state - previous).norm(2, -1) / previous.norm(2, -1).clamp_min(1e-12)).sum().item<double>();
+      return previous = state;
+    });
   }
   const int64_t tokens = loader.num_windows() * T;
   const double bpb_per_nat = bits_per_byte(1.0, target_bytes(loader, shard, T, tokenizer));  // bits/byte of 1 nat

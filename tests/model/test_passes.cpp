@@ -323,5 +323,40 @@ TEST(Passes, CheckpointingMatchesPlainBackward) {
   for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_LT(max_abs_diff(grads[0][i], grads[1][i]), 1e-5) << i;
 }
 
+// run_passes by hand: with the toy pass h_k[t] = x[t] + 0.5·before[t], pass k's state at t is
+// Σ_{j<k} 0.5^j·x[t−j] (terms before position 0 are zero); a sequence run in three spans with the
+// carry gives exactly the whole-sequence states; a carry of the wrong length is refused.
+TEST(RunPasses, ToyRecurrenceByHandAndSpansWithTheCarry) {
+  const int64_t K = 3, T = 7;
+  const auto x = torch::arange(1, T + 1, torch::kDouble).view({1, T, 1}) * torch::tensor({1.0, -2.0}, torch::kDouble);
+  auto run = [&](int64_t t0, int64_t m, std::vector<torch::Tensor>* carry) {
+    std::vector<torch::Tensor> states;
+    run_passes(K, [&](int64_t k, const torch::Tensor& before) {
+      auto h = x.narrow(1, t0, m).clone();
+      if (k > 1) h += 0.5 * before;
+      states.push_back(h);
+      return h;
+    }, carry);
+    return states;  // per pass [1,m,2]
+  };
+  const auto whole = run(0, T, nullptr);
+  for (int64_t k = 1; k <= K; ++k)
+    for (int64_t t = 0; t < T; ++t) {
+      double expected = 0;
+      for (int64_t j = 0; j < k && t - j >= 0; ++j) expected += std::pow(0.5, j) * double(t - j + 1);
+      EXPECT_DOUBLE_EQ(whole[k - 1][0][t][0].item<double>(), expected) << "pass " << k << " position " << t;
+      EXPECT_DOUBLE_EQ(whole[k - 1][0][t][1].item<double>(), -2 * expected);
+    }
+  std::vector<torch::Tensor> carry;
+  std::vector<std::vector<torch::Tensor>> spans{run(0, 2, &carry), run(2, 4, &carry), run(6, 1, &carry)};
+  for (int64_t k = 0; k < K; ++k)
+    EXPECT_TRUE(torch::equal(torch::cat({spans[0][k], spans[1][k], spans[2][k]}, 1), whole[k])) << "pass " << k + 1;
+  ASSERT_EQ(carry.size(), size_t(K - 1));
+  EXPECT_TRUE(torch::equal(carry[0], whole[0].narrow(1, T - 1, 1)));
+  std::vector<torch::Tensor> wrong(4);
+  EXPECT_THROW(run_passes(K, [](int64_t, const torch::Tensor&) { return torch::zeros({1, 1, 1}); }, &wrong), Error);
+  EXPECT_THROW(run_passes(0, [](int64_t, const torch::Tensor&) { return torch::Tensor(); }), Error);
+}
+
 }  // namespace
 }  // namespace fbt

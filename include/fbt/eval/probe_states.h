@@ -18,8 +18,8 @@ struct ProbeStates {
 ///  standard  — the plain prefill, u = plain_input(embed(tokens));
 ///  recurrent — the same, except that the last position t = T-1 takes the fused input
 ///              fuse(h[T-2], e_n[T-1]) with h the standard prefill's feedback state (one fused
-///              pass restricted to the last position: fused_pass_input with every earlier
-///              position plain). If T-1 must stay plain (T = 1 or a document start), both agree.
+///              pass restricted to the last position: run_passes' second pass with every
+///              earlier position plain). If T-1 must stay plain (T = 1 or a document start), both agree.
 /// Positions t < T-1 are identical in both. Throws fbt::Error if T exceeds the model context.
 ProbeStates probe_states(FBT& model, const torch::Tensor& tokens);
 

@@ -10,6 +10,11 @@
 
 namespace fbt {
 
+/// The positions a prefill keeps plain in its fused passes, bool [B,T] for left-padded tokens
+/// [B,T] (valid [B,T]): each row's first real token (position 0, SPEC §7) and document starts
+/// (FBT::plain_positions); pads are plain too (they are never attended to).
+torch::Tensor prefill_plain_positions(FBT& model, const torch::Tensor& tokens, const torch::Tensor& valid);
+
 /// Prefills `cache` with left-padded prompts tokens [B,T] (valid [B,T] false on the leading
 /// pads; every row must end with a real token): the plain pass, and for Fused(k) k fused passes
 /// after it (the cache holds the last). Sets cache.h_prev to the feedback state and

@@ -52,7 +52,7 @@ class PromptPrefill {
   int64_t next_ = 0;     ///< first prompt position not yet prefilled
   std::shared_ptr<DecodeBackend> backend_;  ///< runs the passes
   std::vector<KVCache> caches_;      ///< one per pass; the last one is the decode cache
-  std::vector<torch::Tensor> carry_;  ///< per pass j < passes−1: its state [1,1,D] at position next_−1
+  std::vector<torch::Tensor> carry_;  ///< run_passes' carry: pass j < passes−1's state [1,1,D] at position next_−1
 };
 
 }  // namespace fbt

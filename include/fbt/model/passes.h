@@ -1,5 +1,6 @@
 // The K-pass training forward ("temporal parallelism", SPEC §5, paper §3.3, Fig. 9).
 #pragma once
+#include <functional>
 #include <vector>
 
 #include <torch/types.h>
@@ -47,16 +48,20 @@ struct PassOutput {
 PassOutput forward_passes(FBT& model, const torch::Tensor& tokens, const torch::Tensor& targets,
                           const PassOptions& options);
 
-/// Feedback states for the next pass: shift_right(h) [B,T,D] with zeros at position 0.
-torch::Tensor shift_right(const torch::Tensor& h);
+/// One pass of the K-pass recurrence over a span of positions [B,T]: `pass(k, before)` runs pass k
+/// (1-based). For k = 1 `before` is undefined and every position takes its plain input; for k ≥ 2
+/// before [B,T,D] holds, at position t, pass k−1's feedback state at t−1 (the input each position
+/// fuses with where it is not plain). Returns pass k's feedback states [B,T,D]; for k = K it may
+/// return an undefined tensor (nothing reads it).
+using PassStep = std::function<torch::Tensor(int64_t k, const torch::Tensor& before)>;
 
-/// The stack input of a pass after the first (SPEC §4–5; FBT::feedback_input): position t takes
-/// fuse(state[t-1], e_n[t]) unless plain[b,t] is true, where it takes the plain input (e_n[t];
-/// RMSNorm_in(e_n[t]) with model.input_norm = listing3). e_n [B,T,D] is FBT::plain_input (the
-/// normalised embedding, or the raw one for block llama and for listing3), state [B,T,D] the
-/// previous pass's feedback states (unshifted), plain [B,T] bool (FBT::plain_positions, possibly
-/// with a plain prefix). Returns [B,T,D].
-torch::Tensor fused_pass_input(FBT& model, const torch::Tensor& e_n, const torch::Tensor& state,
-                               const torch::Tensor& plain);
+/// The K-pass recurrence (SPEC §5, paper §3.3), the one loop that training (forward_passes),
+/// held-out loss, scoring, the probes and every prefill (whole or chunked, libtorch or CpuDecoder)
+/// run: pass 1 plain, then pass k fed pass k−1's states moved one position right.
+/// `carry` continues a sequence a span at a time (chunked prefill): nullptr, or an empty vector,
+/// for a span that starts the sequence (zeros before position 0, which is plain); otherwise its
+/// K−1 entries [B,1,D] are each pass's state just before the span. On return it holds each pass's
+/// state at the span's last position. Throws fbt::Error if passes < 1.
+void run_passes(int64_t passes, const PassStep& pass, std::vector<torch::Tensor>* carry = nullptr);
 
 }  // namespace fbt

@@ -77,7 +77,7 @@ struct ContractionPoint {
 
 /// Iterates the fused-pass map up to `max_passes` times on the windows evaluate_loss scores
 /// (same max_tokens, batch), without noise or mixin: h^(0) is the feedback state of the plain
-/// forward and h^(k) = feedback_state(Stack(fused_pass_input(e_n, h^(k−1)))). Reports, for
+/// forward and h^(k) = feedback_state(Stack(fuse(e_n, h^(k−1) one position right))) (run_passes). Reports, for
 /// every k = 0..max_passes, the loss of pass k's logits (identical to evaluate_loss's
 /// "passes=k") and the mean relative change of the feedback state, averaged over all T
 /// positions of all windows (positions t < k are fixed points: their change is 0). A map that
