@@ -15,6 +15,7 @@
 #include "fbt/infer/decode.h"
 #include "fbt/model/model.h"
 #include "fbt/model/passes.h"
+#include "cpu_prefill.h"
 
 namespace fbt::testing {
 
@@ -89,7 +90,7 @@ inline void expect_cpu_decoder_modes_equal_standard(FBT& model, const torch::Ten
   const auto valid = residual_check_valid(B, P);
   auto run = [&](DecodeMode mode, int64_t k) -> DecodeRun {
     KVCache cache(model->config(), B, T, torch::dtype(torch::kFloat));
-    std::vector<torch::Tensor> logits{decoder.prefill(prompt, valid, cache, k)};
+    std::vector<torch::Tensor> logits{testing::cpu_prefill(decoder, prompt, valid, cache, k)};
     const auto step_mode = mode == DecodeMode::Standard ? DecodeMode::Standard : DecodeMode::Soft;
     for (int64_t t = P; t < T; ++t) logits.push_back(decoder.step(tokens.select(1, t).contiguous(), step_mode, cache));
     return {torch::stack(logits, 1), cache.h_prev().clone()};

@@ -7,8 +7,6 @@
 #include <limits>
 
 #include "fbt/infer/batch_gemv.h"
-#include "fbt/infer/decode.h"
-#include "fbt/model/passes.h"
 #include "fbt/util/cpu_allocator.h"
 #include "fbt/util/error.h"
 #include "fbt/util/huge_pages.h"
@@ -363,33 +361,8 @@ const std::vector<float>& CpuDecoder::state() const {
   return config_.feedback_state == FeedbackState::PostNorm ? a_ : x_;
 }
 
-torch::Tensor CpuDecoder::prefill(const torch::Tensor& tokens, const torch::Tensor& valid, KVCache& cache,
-                                  int64_t fused_passes) {
-  if (fused_passes < 0) throw Error("fused decoding needs --fused-passes >= 1 (got " + std::to_string(fused_passes) + ")");
-  if (fused_passes == 0) return prefill_pass(tokens, valid, cache, nullptr);
-  if (cache.length != 0)
-    throw Error("CpuDecoder::prefill: Fused prefill rebuilds the KV cache from position 0; the cache holds " +
-                std::to_string(cache.length) + " slots");
-  check_prompt(tokens, valid);
-  const int64_t B = tokens.size(0), T = tokens.size(1);
-  const auto ids = tokens.to(torch::kLong).cpu();
-  KVCache scratch(config_, B, T, torch::kFloat);  // the passes before the last
-  const auto plain = prefill_plain_positions(model_, ids, valid.cpu());  // [B,T]
-  torch::Tensor logits;  // [B,V]
-  run_passes(1 + fused_passes, [&](int64_t k, const torch::Tensor& before) {
-    const PassFeedback feedback{before, plain};
-    const bool last = k == 1 + fused_passes;
-    if (k > 1 && !last) scratch.clear();
-    torch::Tensor states;  // [B,T,D]
-    logits = prefill_pass(ids, valid, last ? cache : scratch, k > 1 ? &feedback : nullptr, last ? nullptr : &states,
-                          /*with_logits=*/last);
-    return states;
-  });
-  return logits;
-}
-
 torch::Tensor CpuDecoder::prefill_pass(const torch::Tensor& tokens_in, const torch::Tensor& valid_in, KVCache& cache,
-                                       const PassFeedback* feedback, torch::Tensor* states, bool with_logits) {
+                                       const PassFeedback* feedback, torch::Tensor* states, PassLogits logits) {
   check_prompt(tokens_in, valid_in);
   const int64_t B = tokens_in.size(0), T = tokens_in.size(1), D = config_.d_model;
   check_cache(cache, B);
@@ -415,7 +388,8 @@ torch::Tensor CpuDecoder::prefill_pass(const torch::Tensor& tokens_in, const tor
   const int64_t chunk = std::max<int64_t>(1, kPrefillRows / B);  // positions per forward
   const int64_t* ids = tokens.data_ptr<int64_t>();
   std::vector<float> h_rows;  // [B·m, D]: the fused rows' feedback inputs
-  torch::Tensor out;
+  torch::Tensor out;  // [B,V] or [B,T,V]
+  if (logits == PassLogits::All) out = torch::empty({B, T, config_.vocab_size}, torch::kFloat);
   for (int64_t t0 = 0; t0 < T; t0 += chunk) {
     const int64_t m = std::min(chunk, T - t0);
     std::vector<RowCache> rows;  // row b·m + i: sequence b at position t0 + i, in cache slot first + t0 + i
@@ -434,13 +408,15 @@ torch::Tensor CpuDecoder::prefill_pass(const torch::Tensor& tokens_in, const tor
     if (states)
       for (int64_t b = 0; b < B; ++b)
         std::memcpy(states->data_ptr<float>() + (b * T + t0) * D, state().data() + b * m * D, m * D * sizeof(float));
+    if (logits == PassLogits::All)  // row b·m + i is sequence b at position t0 + i
+      out.narrow(1, t0, m).copy_(this->logits(0, B * m, 1).view({B, m, -1}));
     if (t0 + m < T) continue;
     auto h = torch::empty({B, D}, torch::kFloat);  // each sequence's state at its last position
     for (int64_t b = 0; b < B; ++b)
       std::memcpy(h.data_ptr<float>() + b * D, state().data() + (b * m + m - 1) * D, D * sizeof(float));
     // A row of pads only keeps its next position.
     cache.advance(h, tokens.select(1, T - 1), start + valid.sum(1));
-    if (with_logits) out = logits(m - 1, B, m);
+    if (logits == PassLogits::Last) out = this->logits(m - 1, B, m);
   }
   return out;
 }

@@ -2,6 +2,7 @@
 #include "fbt/infer/decode_backend.h"
 
 #include "fbt/infer/decode.h"
+#include "fbt/model/passes.h"
 #include "fbt/util/error.h"
 
 namespace fbt {
@@ -10,11 +11,6 @@ namespace {
 class CpuBackend : public DecodeBackend {
  public:
   explicit CpuBackend(std::shared_ptr<CpuDecoder> decoder) : decoder_(std::move(decoder)) {}
-  torch::Tensor prefill(const torch::Tensor& tokens, const torch::Tensor& valid, const Decoding& decoding,
-                        KVCache& cache) override {
-    if (const auto p = decoding.problem(); !p.empty()) throw Error("prefill: fused_passes " + p);
-    return decoder_->prefill(tokens, valid, cache, decoding.fused_passes);
-  }
   torch::Tensor step(const torch::Tensor& tokens, DecodeMode mode, KVCache& cache) override {
     return decoder_->step(tokens, mode, cache);
   }
@@ -23,9 +19,13 @@ class CpuBackend : public DecodeBackend {
     return decoder_->step(tokens, modes, caches);
   }
   torch::Tensor prefill_pass(const torch::Tensor& tokens, const torch::Tensor& valid, KVCache& cache,
-                             const CpuDecoder::PassFeedback* feedback, torch::Tensor* states, bool with_logits) override {
-    return decoder_->prefill_pass(tokens, valid, cache, feedback, states, with_logits);
+                             const CpuDecoder::PassFeedback* feedback, torch::Tensor* states, PassLogits logits) override {
+    return decoder_->prefill_pass(tokens, valid, cache, feedback, states, logits);
   }
+  KVCache new_cache(int64_t batch, int64_t capacity) override {
+    return KVCache(decoder_->model()->config(), batch, capacity, torch::kFloat);
+  }
+  FBT& model() override { return decoder_->model(); }
   CpuDecoder* cpu() override { return decoder_.get(); }
 
  private:
@@ -35,11 +35,6 @@ class CpuBackend : public DecodeBackend {
 class TorchBackend : public DecodeBackend {
  public:
   explicit TorchBackend(FBT model) : model_(std::move(model)) {}
-  torch::Tensor prefill(const torch::Tensor& tokens, const torch::Tensor& valid, const Decoding& decoding,
-                        KVCache& cache) override {
-    const auto device = model_->parameters().front().device();
-    return fbt::prefill(model_, tokens.to(device), valid.to(device), decoding, cache);
-  }
   torch::Tensor step(const torch::Tensor& tokens, DecodeMode mode, KVCache& cache) override {
     return decode_step(model_, tokens, mode, cache);
   }
@@ -53,7 +48,7 @@ class TorchBackend : public DecodeBackend {
     return torch::cat(each, 0);
   }
   torch::Tensor prefill_pass(const torch::Tensor& tokens_in, const torch::Tensor& valid_in, KVCache& cache,
-                             const CpuDecoder::PassFeedback* feedback, torch::Tensor* states, bool with_logits) override {
+                             const CpuDecoder::PassFeedback* feedback, torch::Tensor* states, PassLogits logits) override {
     const auto device = model_->parameters().front().device();
     const auto tokens = tokens_in.to(device), valid = valid_in.to(device, torch::kBool);
     const int64_t B = tokens.size(0), T = tokens.size(1);
@@ -68,14 +63,44 @@ class TorchBackend : public DecodeBackend {
     const auto state = model_->feedback_state(x);
     if (states) *states = state;
     cache.advance(state.select(1, T - 1), tokens.select(1, T - 1), start + valid.sum(1));
-    return with_logits ? model_->head(x.narrow(1, T - 1, 1)).select(1, 0) : torch::Tensor();
+    if (logits == PassLogits::All) return model_->head(x);                   // [B,T,V]
+    if (logits == PassLogits::Last) return model_->head(x.narrow(1, T - 1, 1)).select(1, 0);  // [B,V]
+    return {};
   }
-
+  KVCache new_cache(int64_t batch, int64_t capacity) override {
+    return KVCache(model_->config(), batch, capacity, model_->parameters().front().options());
+  }
+  FBT& model() override { return model_; }
  private:
   FBT model_;
 };
 
 }  // namespace
+
+torch::Tensor DecodeBackend::prefill(const torch::Tensor& tokens, const torch::Tensor& valid, const Decoding& decoding,
+                                     KVCache& cache, PassLogits logits) {
+  if (const auto p = decoding.problem(); !p.empty()) throw Error("prefill: fused_passes " + p);
+  const int64_t passes = decoding.prefill_passes();
+  if (passes == 1) return prefill_pass(tokens, valid, cache, nullptr, nullptr, logits);
+  if (cache.length != 0)
+    throw Error("prefill: Fused prefill rebuilds the KV cache from position 0; the cache holds " +
+                std::to_string(cache.length) + " slots");
+  if (tokens.dim() != 2 || valid.sizes() != tokens.sizes() || tokens.numel() == 0)
+    throw Error("prefill: tokens and valid must both be [B, T] with B, T >= 1");
+  KVCache scratch = new_cache(tokens.size(0), tokens.size(1));  // the passes before the last
+  const auto plain = prefill_plain_positions(model(), tokens, valid);  // [B,T]
+  torch::Tensor out;
+  run_passes(passes, [&](int64_t k, const torch::Tensor& before) {
+    const CpuDecoder::PassFeedback feedback{before, plain};
+    const bool last = k == passes;
+    if (k > 1 && !last) scratch.clear();
+    torch::Tensor states;  // [B,T,D]
+    out = prefill_pass(tokens, valid, last ? cache : scratch, k > 1 ? &feedback : nullptr, last ? nullptr : &states,
+                       last ? logits : PassLogits::None);
+    return states;
+  });
+  return out;
+}
 
 std::shared_ptr<DecodeBackend> cpu_backend(std::shared_ptr<CpuDecoder> decoder) {
   return std::make_shared<CpuBackend>(std::move(decoder));

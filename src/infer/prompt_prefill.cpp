@@ -42,7 +42,8 @@ torch::Tensor PromptPrefill::run(int64_t chunk) {
     const bool last = k == passes_;  // the output layer only after the last pass of the last chunk
     torch::Tensor state;             // [1,m,D]
     logits = backend_->prefill_pass(tokens, valid, caches_[k - 1], k > 1 ? &feedback : nullptr,
-                                    last ? nullptr : &state, last && start + m == n);
+                                    last ? nullptr : &state,
+                                    last && start + m == n ? PassLogits::Last : PassLogits::None);
     return state;
   }, &carry_);
   next_ += m;

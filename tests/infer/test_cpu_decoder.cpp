@@ -4,6 +4,7 @@
 #include "fbt/infer/cpu_decoder.h"
 #include "fbt/infer/decode.h"
 #include "fbt/util/error.h"
+#include "cpu_prefill.h"
 #include "test_model_helpers.h"
 
 namespace fbt {
@@ -210,7 +211,9 @@ TEST(CpuDecoder, ReleasedModelWeightsDecodeTheSameBits) {
     const auto valid = torch::ones({2, 9}, torch::kBool);
     for (int64_t passes : {0, 1}) {
       KVCache ca(config, 2, 12, torch::dtype(torch::kFloat)), cb(config, 2, 12, torch::dtype(torch::kFloat));
-      EXPECT_TRUE(torch::equal(a.prefill(tokens, valid, ca, passes), b.prefill(tokens, valid, cb, passes))) << where;
+      EXPECT_TRUE(torch::equal(testing::cpu_prefill(a, tokens, valid, ca, passes),
+                               testing::cpu_prefill(b, tokens, valid, cb, passes)))
+          << where;
       auto next = tokens.select(1, 8);
       EXPECT_TRUE(torch::equal(a.step(next, DecodeMode::Soft, ca), b.step(next, DecodeMode::Soft, cb))) << where;
     }
@@ -235,7 +238,7 @@ TEST(CpuDecoder, PrefillEqualsTheGenericPrefill) {
       if (B == 2) valid[1].narrow(0, 0, 30).fill_(false);  // row 1: 40 real tokens after 30 pads
       KVCache generic(config, B, T + 1, torch::dtype(torch::kFloat)), fast(config, B, T + 1, torch::dtype(torch::kFloat));
       auto expected = prefill(reference, tokens, valid, Decoding::make(passes ? DecodeMode::Fused : DecodeMode::Standard, passes), generic);
-      auto got = decoder.prefill(tokens, valid, fast, passes);
+      auto got = testing::cpu_prefill(decoder, tokens, valid, fast, passes);
       const std::string where = enum_to_string(config.block) + " weights " + std::to_string(int(weights)) + " layers " +
                                 std::to_string(config.n_layers) + " B " + std::to_string(B) + " fused passes " +
                                 std::to_string(passes);
@@ -267,7 +270,7 @@ TEST(CpuDecoder, BatchInvariantPrefillIsTokenByTokenDecoding) {
     torch::manual_seed(23);
     auto tokens = torch::randint(4, config.vocab_size, {1, T}, torch::kLong);
     KVCache whole(config, 1, T, torch::dtype(torch::kFloat)), steps(config, 1, T, torch::dtype(torch::kFloat));
-    auto logits = decoder.prefill(tokens, torch::ones({1, T}, torch::kBool), whole);
+    auto logits = testing::cpu_prefill(decoder, tokens, torch::ones({1, T}, torch::kBool), whole);
     torch::Tensor last;
     for (int64_t t = 0; t < T; ++t) last = decoder.step(tokens.select(1, t), DecodeMode::Standard, steps);
     const std::string where = enum_to_string(config.block) + " layers " + std::to_string(config.n_layers);
@@ -292,10 +295,10 @@ TEST(CpuDecoder, PrefillChunksContinueAndAClearedCacheStartsAgain) {
   auto valid = torch::ones({B, T}, torch::kBool);
   valid[1].narrow(0, 0, 6).fill_(false);  // row 1: 6 pads, then 3 real tokens
   KVCache whole(config, B, T, torch::dtype(torch::kFloat)), chunked(config, B, T, torch::dtype(torch::kFloat));
-  auto expected = decoder.prefill(tokens, valid, whole);
-  decoder.prefill(tokens.narrow(1, 0, split), valid.narrow(1, 0, split), chunked);
+  auto expected = testing::cpu_prefill(decoder, tokens, valid, whole);
+  testing::cpu_prefill(decoder, tokens.narrow(1, 0, split), valid.narrow(1, 0, split), chunked);
   EXPECT_EQ(chunked.next_pos()[1].item<int64_t>(), 0) << "a row of pads only has no position yet";
-  auto got = decoder.prefill(tokens.narrow(1, split, T - split), valid.narrow(1, split, T - split), chunked);
+  auto got = testing::cpu_prefill(decoder, tokens.narrow(1, split, T - split), valid.narrow(1, split, T - split), chunked);
   EXPECT_TRUE(torch::equal(got, expected));
   EXPECT_TRUE(torch::equal(chunked.h_prev(), whole.h_prev()));
   EXPECT_TRUE(torch::equal(chunked.next_pos(), whole.next_pos()));
@@ -304,7 +307,7 @@ TEST(CpuDecoder, PrefillChunksContinueAndAClearedCacheStartsAgain) {
   for (int64_t l = 0; l < config.n_layers; ++l)
     EXPECT_TRUE(torch::equal(chunked.k[l] * real, whole.k[l] * real)) << "layer " << l;
   whole.clear();  // as a benchmark reuses its cache
-  EXPECT_TRUE(torch::equal(decoder.prefill(tokens, valid, whole), expected));
+  EXPECT_TRUE(torch::equal(testing::cpu_prefill(decoder, tokens, valid, whole), expected));
   EXPECT_TRUE(torch::equal(whole.next_pos(), chunked.next_pos()));
 }
 
@@ -323,20 +326,20 @@ TEST(CpuDecoder, SoftDiffersFromStandardAndBadInputIsRefused) {
   EXPECT_THROW(decoder.step(torch::full({1}, config.vocab_size, torch::kLong), DecodeMode::Soft, a), Error);
   EXPECT_THROW(decoder.step(next, DecodeMode::Soft, a), Error) << "the cache of 6 slots is full";
   KVCache c(config, 1, 6, torch::dtype(torch::kFloat));
-  EXPECT_THROW(decoder.prefill(torch::zeros({1, 7}, torch::kLong), torch::ones({1, 7}, torch::kBool), c), Error)
+  EXPECT_THROW(testing::cpu_prefill(decoder, torch::zeros({1, 7}, torch::kLong), torch::ones({1, 7}, torch::kBool), c), Error)
       << "7 tokens in 6 slots";
-  EXPECT_THROW(decoder.prefill(prompt, torch::ones({1, 4}, torch::kBool), c), Error) << "valid's shape";
-  EXPECT_THROW(decoder.prefill(prompt, valid, a, 1), Error) << "Fused prefill into a cache that holds slots";
-  EXPECT_THROW(decoder.prefill(prompt, valid, c, -1), Error) << "negative fused passes";
+  EXPECT_THROW(testing::cpu_prefill(decoder, prompt, torch::ones({1, 4}, torch::kBool), c), Error) << "valid's shape";
+  EXPECT_THROW(testing::cpu_prefill(decoder, prompt, valid, a, 1), Error) << "Fused prefill into a cache that holds slots";
+  EXPECT_THROW(testing::cpu_prefill(decoder, prompt, valid, c, -1), Error) << "negative fused passes";
   for (int64_t passes : {0, 1}) {
-    EXPECT_THROW(decoder.prefill(torch::zeros({0, 5}, torch::kLong), torch::ones({0, 5}, torch::kBool), c, passes), Error)
+    EXPECT_THROW(testing::cpu_prefill(decoder, torch::zeros({0, 5}, torch::kLong), torch::ones({0, 5}, torch::kBool), c, passes), Error)
         << "no rows, fused passes " << passes;
-    EXPECT_THROW(decoder.prefill(torch::zeros({1, 0}, torch::kLong), torch::ones({1, 0}, torch::kBool), c, passes), Error)
+    EXPECT_THROW(testing::cpu_prefill(decoder, torch::zeros({1, 0}, torch::kLong), torch::ones({1, 0}, torch::kBool), c, passes), Error)
         << "no positions, fused passes " << passes;
   }
   CpuDecoder::PassFeedback wrong{torch::zeros({1, 5, config.d_model - 1}), torch::ones({1, 5}, torch::kBool)};
   EXPECT_THROW(decoder.prefill_pass(prompt, valid, c, &wrong), Error) << "feedback of the wrong shape";
-  EXPECT_THROW(decoder.prefill(prompt.fill_(config.vocab_size), valid, c), Error) << "a token outside the vocabulary";
+  EXPECT_THROW(testing::cpu_prefill(decoder, prompt.fill_(config.vocab_size), valid, c), Error) << "a token outside the vocabulary";
   auto double_model = make_test_model(config);
   double_model->to(torch::kDouble);
   EXPECT_FALSE(CpuDecoder::supports(double_model));

@@ -3,6 +3,7 @@
 
 #include "fbt/infer/prompt_prefill.h"
 #include "fbt/util/error.h"
+#include "cpu_prefill.h"
 #include "test_model_helpers.h"
 
 namespace fbt {
@@ -83,7 +84,8 @@ TEST(PromptPrefill, OnTheCpuDecoderChunksAreTheSameBits) {
     auto reference = whole.run(13);
     EXPECT_LT(max_abs_diff(reference, expected), kPrefillTol) << Decoding::make(mode, k).label();
     EXPECT_LT(max_abs_diff(whole.cache().h_prev(), generic.h_prev()), kPrefillTol) << Decoding::make(mode, k).label();
-    EXPECT_TRUE(torch::equal(cpu.prefill(tokens, valid, direct, k), reference)) << Decoding::make(mode, k).label();
+    EXPECT_TRUE(torch::equal(testing::cpu_prefill(cpu, tokens, valid, direct, k), reference))
+        << Decoding::make(mode, k).label();
     EXPECT_TRUE(torch::equal(direct.h_prev(), whole.cache().h_prev())) << Decoding::make(mode, k).label();
     for (int64_t chunk : {1, 5}) {
       const std::string where = Decoding::make(mode, k).label() + " chunk " + std::to_string(chunk);

@@ -9,6 +9,7 @@
 #include "fbt/io/checkpoint.h"
 #include "fbt/io/quantized_checkpoint.h"
 #include "temp_dir.h"
+#include "cpu_prefill.h"
 #include "test_model_helpers.h"
 
 namespace fbt {
@@ -31,7 +32,7 @@ std::vector<torch::Tensor> soft_decode(CpuDecoder& decoder, const ModelConfig& c
   torch::manual_seed(5);
   auto tokens = torch::randint(4, config.vocab_size, {2, 6}, torch::kLong);
   KVCache cache(config, 2, 10, torch::dtype(torch::kFloat));
-  std::vector<torch::Tensor> out{decoder.prefill(tokens, torch::ones({2, 6}, torch::kBool), cache)};
+  std::vector<torch::Tensor> out{testing::cpu_prefill(decoder, tokens, torch::ones({2, 6}, torch::kBool), cache)};
   for (int s = 0; s < 4; ++s) out.push_back(decoder.step(out.back().argmax(-1), DecodeMode::Soft, cache));
   return out;
 }

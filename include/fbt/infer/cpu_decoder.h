@@ -59,6 +59,10 @@ struct CpuDecoderOptions {
 /// Parses "fp32", "int8" or "int4" (the --weights flag); throws fbt::Error naming `flag` otherwise.
 DecodeWeights parse_decode_weights(const std::string& text, const std::string& flag);
 
+/// Which logits a prefill pass computes: none (a pass or chunk before the last needs no output
+/// layer), the last position's [B,V], or every position's [B,T,V] (teacher-forced scoring).
+enum class PassLogits { None, Last, All };
+
 class CpuDecoder {
  public:
   /// True if `model` can be decoded here: fp32 parameters on the CPU, block fbt or llama (any
@@ -70,6 +74,8 @@ class CpuDecoder {
   /// its fp32 weights unless options.release_model_weights). Throws fbt::Error unless
   /// supports(model) (naming --weights for quantised weights).
   explicit CpuDecoder(FBT& model, CpuDecoderOptions options = {});
+  /// The model this decoder was built from (for a quantised run, its skeleton).
+  FBT& model() { return model_; }
   /// The quantised matrix products (int8, int4): each one's parameter names, format, size and blocks
   /// (valid while this decoder lives), in the decoder's order: what `fbt quantize` stores.
   std::vector<QuantizedGroup> quantized_groups() const;
@@ -88,40 +94,28 @@ class CpuDecoder {
   /// Positions per pass of prefill(): its input rows (64 × d_ff ≤ 2048 fp32: ≤ 512 KiB) stay in L2
   /// while the kernels' tiles stream each weight row past them.
   static constexpr int64_t kPrefillRows = 64;
-  /// The plain prefill of Standard and Soft decoding, as prefill(model, tokens, valid, mode, 0, cache)
-  /// (decode.h): tokens [B,T] int64 (CPU), left-padded where valid [B,T] is false, into `cache`
-  /// (fp32, CPU, batch B, room for T more slots). Positions count on from cache.next_pos when the
-  /// cache holds slots (from 0 in an empty one), so a prompt may be prefilled in chunks, each call
-  /// continuing the last. Every
-  /// position is one row of the step's kernels (at most kPrefillRows rows per pass through the
-  /// layers), so with batch-invariant products the cache, state and logits are the same bits as
-  /// decoding the prompt one token at a time — in any chunks.
-  /// Sets cache.h_prev, last_token and next_pos; returns the logits [B,V] after the last position.
-  /// Throws fbt::Error as step(), or if valid's shape differs from tokens'.
-  /// With fused_passes = k ≥ 1 it is Fused(k)'s prefill instead, as prefill(model, tokens, valid,
-  /// DecodeMode::Fused, k, cache): the plain pass, then k passes over the whole prompt with every
-  /// position fused with the previous pass's feedback state at the position before (position 0,
-  /// the first real token of a left-padded row and positions after a document separator plain;
-  /// SPEC §7), each pass on a scratch KV cache of T slots, the last one on `cache`, which must be
-  /// empty (Fused rebuilds the cache from position 0; fbt::Error otherwise).
-  torch::Tensor prefill(const torch::Tensor& tokens, const torch::Tensor& valid, KVCache& cache,
-                        int64_t fused_passes = 0);
-
   /// The input of a fused prefill pass: per position the feedback state of the previous pass at
   /// the position before, h_before [B,T,D] (fp32, CPU), and plain [B,T] (bool), the positions
   /// whose input is the plain one (h_before unread there).
   struct PassFeedback {
     torch::Tensor h_before, plain;
   };
-  /// One prefill pass, as prefill() without fused passes but with each position's input fused as
-  /// `feedback` says (nullptr: every position plain), continuing `cache` as prefill() does (Fused
-  /// prefill in chunks: PromptPrefill). Returns the logits only `with_logits` (else an undefined
-  /// tensor: an earlier pass or chunk needs no output layer). Where `states` is given, fills it with every position's
-  /// feedback state [B,T,D] (fp32, CPU; made anew unless it already is a contiguous one of that shape
-  /// with storage of its own). Returns and sets what prefill() does.
-  /// Throws fbt::Error as prefill(), or if feedback's shapes are not [B,T,D] and [B,T].
+  /// One prefill pass (DecodeBackend::prefill runs Standard, Soft and Fused(k) prefill as such
+  /// passes, PromptPrefill a chunk at a time): tokens [B,T] int64 (CPU), left-padded where valid
+  /// [B,T] is false, into `cache` (fp32, CPU, batch B, room for T more slots), each position's input
+  /// fused as `feedback` says (nullptr: every position plain, the plain pass of decode.h's prefill).
+  /// Positions count on from cache.next_pos when the cache holds slots (from 0 in an empty one), so
+  /// a prompt may be prefilled in chunks, each call continuing the last. Every position is one row
+  /// of the step's kernels (at most kPrefillRows rows per pass through the layers), so with
+  /// batch-invariant products the cache, state and logits are the same bits as decoding the prompt
+  /// one token at a time — in any chunks. Sets cache.h_prev, last_token and next_pos. Where
+  /// `states` is given, fills it with every position's feedback state [B,T,D] (fp32, CPU; made anew
+  /// unless it already is a contiguous one of that shape with storage of its own). Returns the
+  /// logits `logits` asks for (PassLogits). Throws fbt::Error as step(), if valid's shape differs
+  /// from tokens', or if feedback's shapes are not [B,T,D] and [B,T].
   torch::Tensor prefill_pass(const torch::Tensor& tokens, const torch::Tensor& valid, KVCache& cache,
-                             const PassFeedback* feedback, torch::Tensor* states = nullptr, bool with_logits = true);
+                             const PassFeedback* feedback, torch::Tensor* states = nullptr,
+                             PassLogits logits = PassLogits::Last);
 
   /// The step for B sequences that each own a KV cache of batch 1 (continuous batching: the
   /// sequences have different lengths). tokens [B] int64 (CPU), modes[b] and caches[b] of row b

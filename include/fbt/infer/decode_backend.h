@@ -21,24 +21,31 @@ class DecodeBackend {
  public:
   virtual ~DecodeBackend() = default;
   /// prefill(model, tokens, valid, decoding, cache) (decode.h): tokens [B,T] left-padded where
-  /// valid [B,T] is false, into `cache`; returns the next-token logits [B,V].
-  virtual torch::Tensor prefill(const torch::Tensor& tokens, const torch::Tensor& valid, const Decoding& decoding,
-                                KVCache& cache) = 0;
+  /// valid [B,T] is false, into `cache`, as prefill passes through run_passes (the plain pass, and
+  /// for Fused(k) k fused passes, the earlier ones on a scratch cache; a Fused prefill needs an
+  /// empty `cache`). Returns the logits `logits` asks for: the next-token logits [B,V] by default,
+  /// every position's [B,T,V] for teacher-forced scoring. Throws fbt::Error for an invalid
+  /// `decoding` (Decoding::problem), a Fused prefill into a cache that holds slots, or as prefill_pass.
+  torch::Tensor prefill(const torch::Tensor& tokens, const torch::Tensor& valid, const Decoding& decoding,
+                        KVCache& cache, PassLogits logits = PassLogits::Last);
   /// decode_step(model, tokens, mode, cache) (decode.h): tokens [B]; returns logits [B,V].
   virtual torch::Tensor step(const torch::Tensor& tokens, DecodeMode mode, KVCache& cache) = 0;
   /// One step for B sequences that each own a cache of batch 1 (continuous batching): tokens [B],
   /// modes[b] and caches[b] of row b; returns logits [B,V].
   virtual torch::Tensor step(const torch::Tensor& tokens, const std::vector<DecodeMode>& modes,
                              const std::vector<KVCache*>& caches) = 0;
-  /// One prefill pass, continuing `cache` (CpuDecoder::prefill_pass's definition, which PromptPrefill's
-  /// chunked passes use): tokens [B,T] left-padded where valid [B,T] is false, positions counted on
-  /// from cache.next_pos() (0 in an empty cache), each position's input fused as `feedback` says
-  /// (nullptr: all plain); sets the carried state; fills `states` [B,T,D] with every position's
-  /// feedback state where given; returns the logits [B,V] after the last position only
-  /// `with_logits` (else an undefined tensor).
+  /// One prefill pass, continuing `cache` (CpuDecoder::prefill_pass's definition, which prefill and
+  /// PromptPrefill's chunked passes use): tokens [B,T] left-padded where valid [B,T] is false,
+  /// positions counted on from cache.next_pos() (0 in an empty cache), each position's input fused
+  /// as `feedback` says (nullptr: all plain); sets the carried state; fills `states` [B,T,D] with
+  /// every position's feedback state where given; returns the logits `logits` asks for.
   virtual torch::Tensor prefill_pass(const torch::Tensor& tokens, const torch::Tensor& valid, KVCache& cache,
                                      const CpuDecoder::PassFeedback* feedback, torch::Tensor* states,
-                                     bool with_logits) = 0;
+                                     PassLogits logits) = 0;
+  /// A new empty cache for this backend: batch B, `capacity` slots (the device and dtype its steps use).
+  virtual KVCache new_cache(int64_t batch, int64_t capacity) = 0;
+  /// The model this backend decodes (its config, plain positions).
+  virtual FBT& model() = 0;
   /// The CpuDecoder behind this backend, or nullptr for the generic one.
   virtual CpuDecoder* cpu() { return nullptr; }
 };
