@@ -70,9 +70,8 @@ void run_serve(const ServeArgs& a) {
   Engine engine(checkpoint.model, engine_options);
   ServedModel served{name, tokenizer.get(), chat ? &*chat : nullptr, checkpoint.model->config().context, mode,
                      a.fused_passes};
-  served.scores_prompts = !checkpoint.info.quantized;
   HttpServerOptions options{a.host, a.port, a.api_key, a.max_batch + a.max_queue + 4};
-  HttpServer server(checkpoint.model, engine, served, options);
+  HttpServer server(engine, served, options);
   const int port = server.bind();
   std::cout << "fbt serve: listening on http://" << a.host << ":" << port << " (model " << name << ")" << std::endl;
 

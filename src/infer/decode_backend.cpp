@@ -36,7 +36,7 @@ class TorchBackend : public DecodeBackend {
  public:
   explicit TorchBackend(FBT model) : model_(std::move(model)) {}
   torch::Tensor step(const torch::Tensor& tokens, DecodeMode mode, KVCache& cache) override {
-    return decode_step(model_, tokens, mode, cache);
+    return decode_step(model_, tokens.to(model_->parameters().front().device()), mode, cache);
   }
   torch::Tensor step(const torch::Tensor& tokens, const std::vector<DecodeMode>& modes,
                      const std::vector<KVCache*>& caches) override {

@@ -36,24 +36,31 @@ std::string request_field_name(RequestField field) {
     case RequestField::Temperature: return "sampling.temperature";
     case RequestField::TopK: return "sampling.top_k";
     case RequestField::TopP: return "sampling.top_p";
+    case RequestField::TopN: return "top_n";
   }
   throw Error("internal: request field without a name");
 }
 
 namespace {
 
+/// Checks a prompt of `limit` tokens at most against `config`; throws BadRequest naming it.
+void check_prompt_tokens(const std::vector<int64_t>& prompt, int64_t limit, const std::string& too_long,
+                         const ModelConfig& config) {
+  const int64_t n = prompt.size();
+  if (n == 0) throw BadRequest(RequestField::Prompt, "it is empty");
+  if (n > limit) throw BadRequest(RequestField::Prompt, std::to_string(n) + " tokens " + too_long);
+  for (int64_t t : prompt)
+    if (t < 0 || t >= config.vocab_size)
+      throw BadRequest(RequestField::Prompt, "token id " + std::to_string(t) + " outside the vocabulary [0, " +
+                                                 std::to_string(config.vocab_size) + ")");
+}
+
 /// Checks every field of `r` against `config`; throws BadRequest naming the field.
 void check_request(const SequenceRequest& r, const ModelConfig& config) {
   using F = RequestField;
-  const int64_t n = r.prompt.size();
-  if (n == 0) throw BadRequest(F::Prompt, "it is empty");
-  if (n >= config.context)
-    throw BadRequest(F::Prompt, std::to_string(n) + " tokens leave no room to generate in the model context of " +
-                                    std::to_string(config.context) + " tokens");
-  for (int64_t t : r.prompt)
-    if (t < 0 || t >= config.vocab_size)
-      throw BadRequest(F::Prompt, "token id " + std::to_string(t) + " outside the vocabulary [0, " +
-                                      std::to_string(config.vocab_size) + ")");
+  check_prompt_tokens(r.prompt, config.context - 1,
+                      "leave no room to generate in the model context of " + std::to_string(config.context) + " tokens",
+                      config);
   if (r.max_new_tokens < 1)
     throw BadRequest(F::MaxNewTokens, "must be >= 1 (got " + std::to_string(r.max_new_tokens) + ")");
   if (const auto p = r.decoding.problem(); !p.empty()) throw BadRequest(F::FusedPasses, p);
@@ -61,6 +68,16 @@ void check_request(const SequenceRequest& r, const ModelConfig& config) {
     throw BadRequest(F::Temperature, problem);
   if (const auto problem = top_k_problem(r.sampling.top_k); !problem.empty()) throw BadRequest(F::TopK, problem);
   if (const auto problem = top_p_problem(r.sampling.top_p); !problem.empty()) throw BadRequest(F::TopP, problem);
+}
+
+/// Checks every field of a scoring request against `config`; throws BadRequest naming the field.
+void check_request(const ScoringRequest& r, const ModelConfig& config) {
+  check_prompt_tokens(r.prompt, config.context,
+                      "exceed the model context of " + std::to_string(config.context) + " tokens", config);
+  if (const auto p = r.decoding.problem(); !p.empty()) throw BadRequest(RequestField::FusedPasses, p);
+  if (r.top_n < 0 || r.top_n > config.vocab_size)
+    throw BadRequest(RequestField::TopN, "must lie in [0, " + std::to_string(config.vocab_size) + "] (got " +
+                                             std::to_string(r.top_n) + ")");
 }
 
 }  // namespace
@@ -78,6 +95,9 @@ struct Engine::State {
     int64_t next_token = -1;               ///< the sampled token the next decode step feeds (-1: prefilling)
     bool admitted = false;                 ///< in the batch (counted in EngineStats::active)
     bool finished = false;
+    /// A scoring task instead of a sequence to generate (`request` and `callbacks.on_token` unused).
+    std::optional<ScoringRequest> scoring;
+    std::function<void(const PromptLogprobs&)> on_scored;
   };
   FBT model = nullptr;
   EngineOptions options;
@@ -99,6 +119,8 @@ struct Engine::State {
   void loop();
   bool take_work();
   void prefill_one();
+  void score(Sequence& s);
+  uint64_t enqueue(std::unique_ptr<Sequence> s);
   void decode_active();
   int64_t on_logits(Sequence& s, const torch::Tensor& logits);
   void finish(Sequence& s, FinishReason reason);
@@ -223,6 +245,7 @@ void Engine::State::prefill_one() {
   auto it = std::find_if(active.begin(), active.end(), [](const auto& s) { return !s->finished && s->next_token < 0; });
   if (it == active.end()) return;
   Sequence& s = **it;
+  if (s.scoring) return score(s);
   const auto t0 = std::chrono::steady_clock::now();
   try {
     if (!s.prefill) {
@@ -241,6 +264,27 @@ void Engine::State::prefill_one() {
     std::cerr << "fbt engine: sequence " << s.id << ": prefill failed: " << e.what() << "\n";
     finish(s, FinishReason::Error);
   }
+}
+
+/// Runs scoring task `s` whole and finishes it.
+void Engine::State::score(Sequence& s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  PromptLogprobs scored;
+  try {
+    scored = prompt_logprobs(*backend, s.scoring->prompt, s.scoring->decoding, s.scoring->top_n);
+  } catch (const std::exception& e) {
+    std::cerr << "fbt engine: scoring task " << s.id << " failed: " << e.what() << "\n";
+    return finish(s, FinishReason::Error);
+  }
+  count(int64_t(s.scoring->prompt.size()), 0,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  try {
+    if (s.on_scored) s.on_scored(scored);
+  } catch (const std::exception& e) {
+    std::cerr << "fbt engine: scoring task " << s.id << ": on_scored threw: " << e.what() << "\n";
+    return finish(s, FinishReason::Cancelled);
+  }
+  finish(s, FinishReason::Length);
 }
 
 /// One batched decode step over every sequence that has a token to feed.
@@ -319,19 +363,33 @@ uint64_t Engine::submit(SequenceRequest request, SequenceCallbacks callbacks) {
   s->generator = at::make_generator<at::CPUGeneratorImpl>(request.sampling.seed);
   s->request = std::move(request);
   s->callbacks = std::move(callbacks);
-  std::lock_guard lock(state_->mu);
-  if (state_->draining || state_->stopping) throw ShuttingDown("the server is shutting down");
+  return state_->enqueue(std::move(s));
+}
+
+uint64_t Engine::submit_scoring(ScoringRequest request, ScoringCallbacks callbacks) {
+  check_request(request, state_->model->config());
+  auto s = std::make_unique<State::Sequence>();
+  s->scoring = std::move(request);
+  s->on_scored = std::move(callbacks.on_scored);
+  s->callbacks.on_finish = std::move(callbacks.on_finish);
+  return state_->enqueue(std::move(s));
+}
+
+/// Queues `s` (a checked sequence or scoring task); throws ShuttingDown or QueueFull.
+uint64_t Engine::State::enqueue(std::unique_ptr<Sequence> s) {
+  std::lock_guard lock(mu);
+  if (draining || stopping) throw ShuttingDown("the server is shutting down");
   // Room: max_queue waiting beyond the batch slots still free.
-  const int64_t free_slots = std::max<int64_t>(0, state_->options.max_batch - state_->stats.active);
-  if (int64_t(state_->queue.size()) >= state_->options.max_queue + free_slots)
-    throw QueueFull("the queue is full (" + std::to_string(state_->options.max_queue) + " waiting)");
-  s->id = state_->next_id++;
+  const int64_t free_slots = std::max<int64_t>(0, options.max_batch - stats.active);
+  if (int64_t(queue.size()) >= options.max_queue + free_slots)
+    throw QueueFull("the queue is full (" + std::to_string(options.max_queue) + " waiting)");
+  s->id = next_id++;
   const uint64_t id = s->id;
-  state_->queue.push_back(std::move(s));
-  state_->stats.submitted += 1;
-  state_->pending += 1;
-  state_->stats.queued = state_->queue.size();
-  state_->wake.notify_all();
+  queue.push_back(std::move(s));
+  stats.submitted += 1;
+  pending += 1;
+  stats.queued = queue.size();
+  wake.notify_all();
   return id;
 }
 

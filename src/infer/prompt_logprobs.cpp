@@ -6,28 +6,27 @@
 #include <limits>
 #include <string>
 
-#include "fbt/model/passes.h"
 #include "fbt/util/error.h"
 
 namespace fbt {
 
 namespace {
 
-/// Next-token logits [T,V] (float) of tokens [1,T] in `mode` (the header's definitions).
-torch::Tensor mode_logits(FBT& model, const torch::Tensor& tokens, const Decoding& decoding) {
-  switch (decoding.mode) {
-    case DecodeMode::Standard:
-      return model->forward(tokens)[0].to(torch::kFloat);
-    case DecodeMode::Soft:
-      return sequential_logits(model, tokens)[0].to(torch::kFloat);
-    case DecodeMode::Fused: {
-      PassOptions options;
-      options.passes = decoding.prefill_passes();
-      options.keep_logits = true;
-      return forward_passes(model, tokens, {}, options).logits.back()[0].to(torch::kFloat);
-    }
+/// Next-token logits [T,V] (float, CPU) of tokens [1,T] in `decoding` through `backend` (the
+/// header's definitions): Standard and Fused(k) are the backend's prefill with every position's
+/// logits; Soft prefills the first token and feeds the rest one decode step each.
+torch::Tensor mode_logits(DecodeBackend& backend, const torch::Tensor& tokens, const Decoding& decoding) {
+  const int64_t T = tokens.size(1);
+  auto cache = backend.new_cache(1, T);
+  if (decoding.mode != DecodeMode::Soft) {
+    const auto valid = torch::ones({1, T}, torch::kBool);
+    return backend.prefill(tokens, valid, decoding, cache, PassLogits::All)[0].to(torch::kCPU, torch::kFloat);
   }
-  throw Error("prompt_logprobs: unknown decoding mode");
+  std::vector<torch::Tensor> rows{  // [1,V] each
+      backend.prefill_pass(tokens.narrow(1, 0, 1), torch::ones({1, 1}, torch::kBool), cache, nullptr, nullptr,
+                           PassLogits::Last)};
+  for (int64_t t = 1; t < T; ++t) rows.push_back(backend.step(tokens.select(1, t), DecodeMode::Soft, cache));
+  return torch::cat(rows, 0).to(torch::kCPU, torch::kFloat);
 }
 
 /// The top_n entries of each row of lp [R,V] (float, CPU), best first, ties by lower id first.
@@ -54,7 +53,12 @@ std::vector<std::vector<std::pair<int64_t, float>>> top_entries(const torch::Ten
 
 PromptLogprobs prompt_logprobs(FBT& model, const std::vector<int64_t>& tokens, const Decoding& decoding,
                                int64_t top_n) {
-  const auto& config = model->config();
+  return prompt_logprobs(*torch_backend(model), tokens, decoding, top_n);
+}
+
+PromptLogprobs prompt_logprobs(DecodeBackend& backend, const std::vector<int64_t>& tokens, const Decoding& decoding,
+                               int64_t top_n) {
+  const auto& config = backend.model()->config();
   const int64_t T = static_cast<int64_t>(tokens.size());
   if (T == 0) throw Error("prompt_logprobs: the prompt has no tokens");
   if (T > config.context)
@@ -72,10 +76,9 @@ PromptLogprobs prompt_logprobs(FBT& model, const std::vector<int64_t>& tokens, c
   if (const auto p = decoding.problem(); !p.empty()) throw Error("prompt_logprobs: fused_passes " + p);
 
   torch::NoGradGuard no_grad;
-  const auto device = model->parameters().front().device();
-  const auto ids = torch::tensor(tokens, torch::kLong).view({1, T}).to(device);  // [1,T]
+  const auto ids = torch::tensor(tokens, torch::kLong).view({1, T});  // [1,T]
   // Position t-1's distribution scores token t: lp[t-1] over [T-1, V].
-  const auto lp = torch::log_softmax(mode_logits(model, ids, decoding).narrow(0, 0, T - 1), -1).cpu();
+  const auto lp = torch::log_softmax(mode_logits(backend, ids, decoding).narrow(0, 0, T - 1), -1);
   const auto next = torch::tensor(tokens, torch::kLong).narrow(0, 1, T - 1);                      // [T-1]
   const auto chosen = lp.gather(1, next.unsqueeze(1)).squeeze(1).contiguous();                     // [T-1]
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <mutex>
 
 #include "fbt/serve/api_error.h"
@@ -62,16 +63,48 @@ void ChoiceRunner::start() {
       callbacks.on_finish = [channel = channel_, i](FinishReason reason) { channel->push({i, std::nullopt, reason}); };
       ids_.push_back(engine_.submit(requests_[i], std::move(callbacks)));
     }
-  } catch (const BadRequest& e) {  // openai_request.cpp's checks come first; this is the engine's own
+  } catch (const Error&) {
     cancel_all();
+    rethrow_engine_refusal(std::current_exception());
+  }
+}
+
+void rethrow_engine_refusal(std::exception_ptr refusal) {
+  try {
+    std::rethrow_exception(refusal);
+  } catch (const BadRequest& e) {  // openai_request.cpp's checks come first; this is the engine's own
     throw bad_field(openai_param(e.field), e.problem);
   } catch (const QueueFull& e) {
-    cancel_all();
     throw ApiError(429, std::string("the server is busy: ") + e.what() + "; retry later", "", "rate_limit_error");
   } catch (const ShuttingDown&) {
-    cancel_all();
     throw ApiError(503, "the server is shutting down", "", "server_error");
   }
+}
+
+PromptLogprobs score_on_engine(Engine& engine, ScoringRequest request) {
+  struct Result {
+    std::promise<void> done;
+    PromptLogprobs scored;
+    FinishReason reason = FinishReason::Error;
+  };
+  auto result = std::make_shared<Result>();  // the callbacks may outlive this call only on error paths
+  auto done = result->done.get_future();
+  ScoringCallbacks callbacks;
+  callbacks.on_scored = [result](const PromptLogprobs& scored) { result->scored = scored; };
+  callbacks.on_finish = [result](FinishReason reason) {
+    result->reason = reason;
+    result->done.set_value();
+  };
+  try {
+    engine.submit_scoring(std::move(request), std::move(callbacks));
+  } catch (const Error&) {
+    rethrow_engine_refusal(std::current_exception());
+  }
+  done.wait();
+  if (result->reason == FinishReason::Cancelled) throw ApiError(503, "the server is shutting down", "", "server_error");
+  if (result->reason != FinishReason::Length)
+    throw ApiError(500, "scoring the prompt failed on the server (see its log)", "", "server_error");
+  return std::move(result->scored);
 }
 
 void ChoiceRunner::cancel_all() {

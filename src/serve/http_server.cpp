@@ -16,7 +16,6 @@
 #include <functional>
 #include <mutex>
 
-#include "fbt/infer/prompt_logprobs.h"
 #include "fbt/serve/api_error.h"
 #include "fbt/serve/chat_page.h"
 #include "fbt/serve/choice_runner.h"
@@ -171,7 +170,6 @@ bool run_to_end(ChoiceRunner& runner, const httplib::Request& req, httplib::Resp
 }  // namespace
 
 struct HttpServer::Impl {
-  FBT model;
   Engine& engine;
   ServedModel served;
   HttpServerOptions options;
@@ -182,8 +180,7 @@ struct HttpServer::Impl {
   std::condition_variable idle;
   int64_t inflight = 0;
 
-  Impl(FBT m, Engine& e, const ServedModel& s, HttpServerOptions o)
-      : model(std::move(m)), engine(e), served(s), options(std::move(o)) {}
+  Impl(Engine& e, const ServedModel& s, HttpServerOptions o) : engine(e), served(s), options(std::move(o)) {}
 
   /// Counts a request being answered until the returned token is released.
   std::shared_ptr<void> enter() {
@@ -265,10 +262,7 @@ void HttpServer::Impl::routes() {
 
 std::vector<TokenLogprob> HttpServer::Impl::prompt_entries(const std::vector<int64_t>& prompt,
                                                            const GenerationParams& p, int64_t top_n) {
-  if (!served.scores_prompts)
-    throw ApiError(400, "this server runs a quantised run (fbt quantize): scoring the prompt (echo with logprobs) "
-                   "needs the fp32 weights", "echo");
-  const auto scored = prompt_logprobs(model, prompt, p.decoding, top_n);
+  const auto scored = score_on_engine(engine, ScoringRequest{prompt, p.decoding, top_n});
   const auto offsets = text_offsets(*served.tokenizer, prompt);
   std::vector<TokenLogprob> entries;
   for (size_t t = 0; t < prompt.size(); ++t) entries.push_back({prompt[t], scored.logprob[t], scored.top[t], offsets[t]});
@@ -378,8 +372,8 @@ void HttpServer::Impl::chat(const httplib::Request& req, httplib::Response& res,
   send_json(res, 200, response_object(header, true, false, choices, usage_json(prompt_tokens, runner->generated_tokens())));
 }
 
-HttpServer::HttpServer(FBT model, Engine& engine, const ServedModel& served, HttpServerOptions options)
-    : impl_(std::make_unique<Impl>(std::move(model), engine, served, std::move(options))) {
+HttpServer::HttpServer(Engine& engine, const ServedModel& served, HttpServerOptions options)
+    : impl_(std::make_unique<Impl>(engine, served, std::move(options))) {
   const auto threads = static_cast<size_t>(impl_->options.threads);
   impl_->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl_->http.set_keep_alive_max_count(1000);

@@ -16,6 +16,7 @@ std::string openai_param(RequestField field) {
     case RequestField::Temperature: return "temperature";
     case RequestField::TopK: return "top_k";
     case RequestField::TopP: return "top_p";
+    case RequestField::TopN: return "logprobs";
   }
   throw Error("internal: request field without an API name");
 }

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "expect_error.h"
+#include "fbt/infer/decode_backend.h"
 #include "fbt/infer/engine.h"
 #include "fbt/serve/openai_request.h"
 #include "test_model_helpers.h"
@@ -297,6 +298,86 @@ TEST(Engine, BadRequestsNameTheField) {
   }
   testing::expect_error([&] { Engine(model, EngineOptions{0, 1, 1}); }, {"max_batch must be >= 1 (got 0)"});
   EXPECT_EQ(engine.stats().submitted, 0);
+}
+
+// Echo scoring as an engine task: on the engine's fp32 CPU step it equals prompt_logprobs through the
+// generic libtorch path (2e-4: other matmul shapes), in every mode; with int8 weights it is the
+// quantised decoder's own scoring (bit for bit) and close to fp32's; a sequence decoding beside the
+// scoring tasks comes out as it does alone; scoring is queued, counted and refused by field.
+TEST(Engine, ScoringTasksEqualPromptLogprobsBesideDecoding) {
+  auto model = make_test_model();
+  const auto& config = model->config();
+  torch::manual_seed(9);
+  const auto ids = torch::randint(0, config.vocab_size, {20}, torch::kLong);
+  const std::vector<int64_t> prompt(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + 20);
+  auto score = [](Engine& engine, const ScoringRequest& r) {
+    auto got = std::make_shared<std::promise<std::pair<PromptLogprobs, FinishReason>>>();
+    auto scored = std::make_shared<PromptLogprobs>();
+    engine.submit_scoring(r, {[scored](const PromptLogprobs& p) { *scored = p; },
+                              [got, scored](FinishReason reason) { got->set_value({*scored, reason}); }});
+    return got->get_future();
+  };
+  const SequenceRequest sequence{{3, 1, 4, 1, 5}, Decoding{DecodeMode::Soft}, {0.8, 0, 1.0, 7}, 12, {}, 1};
+  Outcome alone;
+  {
+    Engine engine(model, EngineOptions{4, 8, 8});
+    Collector c;
+    c.submit(engine, sequence, 0);
+    c.wait_finished(1);
+    alone = c.outcomes()[0];
+  }
+  for (auto weights : {DecodeWeights::Fp32, DecodeWeights::Int8}) {
+    Engine engine(model, EngineOptions{4, 8, 8, weights});
+    auto int8 = cpu_backend(std::make_shared<CpuDecoder>(model, CpuDecoderOptions{true, DecodeWeights::Int8}));
+    Collector c;
+    c.submit(engine, sequence, 0);
+    for (auto [mode, k] : {std::pair{DecodeMode::Standard, 0}, std::pair{DecodeMode::Soft, 0},
+                           std::pair{DecodeMode::Fused, 2}}) {
+      const ScoringRequest r{prompt, Decoding::make(mode, k), 3};
+      const auto [got, reason] = score(engine, r).get();
+      const auto where = Decoding::make(mode, k).label() + (weights == DecodeWeights::Int8 ? " int8" : " fp32");
+      EXPECT_EQ(reason, FinishReason::Length) << where;
+      ASSERT_EQ(got.logprob.size(), prompt.size()) << where;
+      const auto want = prompt_logprobs(model, prompt, r.decoding, 3);
+      const double tol = weights == DecodeWeights::Int8 ? 0.05 : 2e-4;
+      for (size_t t = 1; t < prompt.size(); ++t) {
+        EXPECT_NEAR(got.logprob[t], want.logprob[t], tol) << where << " t=" << t;
+        EXPECT_EQ(got.top[t].size(), 3u);
+      }
+      if (weights == DecodeWeights::Int8) {
+        const auto own = prompt_logprobs(*int8, prompt, r.decoding, 3);
+        EXPECT_EQ(std::vector<float>(got.logprob.begin() + 1, got.logprob.end()),
+                  std::vector<float>(own.logprob.begin() + 1, own.logprob.end())) << where;
+      }
+    }
+    c.wait_finished(1);
+    if (weights == DecodeWeights::Fp32)
+      EXPECT_TRUE(c.outcomes()[0] == alone) << describe(c.outcomes()[0]) << " beside scoring, " << describe(alone);
+    const auto stats = engine.stats();
+    EXPECT_EQ(stats.submitted, 4);
+    EXPECT_EQ(stats.finished, 4);
+  }
+  Engine engine(model, EngineOptions{});
+  const ScoringRequest ok{prompt, Decoding{}, 0};
+  auto refused = [&](auto edit, RequestField field, const std::string& part) {
+    auto r = ok;
+    edit(r);
+    try {
+      engine.submit_scoring(r, {});
+      ADD_FAILURE() << part << " was accepted";
+    } catch (const BadRequest& e) {
+      EXPECT_EQ(e.field, field);
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  refused([](auto& r) { r.prompt.clear(); }, RequestField::Prompt, "prompt: it is empty");
+  refused([&](auto& r) { r.prompt.assign(config.context + 1, 1); }, RequestField::Prompt, "exceed the model context");
+  refused([&](auto& r) { r.top_n = config.vocab_size + 1; }, RequestField::TopN, "top_n: must lie in [0, ");
+  refused([](auto& r) { r.top_n = -1; }, RequestField::TopN, "(got -1)");
+  refused([](auto& r) { r.decoding = Decoding{DecodeMode::Fused, 0}; }, RequestField::FusedPasses, "fused_passes");
+  EXPECT_EQ(openai_param(RequestField::TopN), "logprobs");
+  const auto full = score(engine, ScoringRequest{std::vector<int64_t>(config.context, 2), Decoding{}, 0}).get();
+  EXPECT_EQ(full.second, FinishReason::Length) << "a prompt of the whole context can be scored";
 }
 
 }  // namespace

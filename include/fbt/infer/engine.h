@@ -18,6 +18,7 @@
 
 #include "fbt/infer/cpu_decoder.h"
 #include "fbt/infer/generate.h"
+#include "fbt/infer/prompt_logprobs.h"
 #include "fbt/model/model.h"
 #include "fbt/util/error.h"
 
@@ -35,6 +36,14 @@ struct SequenceRequest {
   /// completions with `logprobs` list it (empty text), and lm-evaluation-harness's local-completions
   /// drops the last entry of token_logprobs as the generated one. Off: stop tokens are not reported.
   bool report_stop_token = false;
+};
+
+/// A prompt to score teacher forced: the echo + logprobs of /v1/completions, prompt_logprobs
+/// (prompt_logprobs.h) run by the engine on its own backend (a quantised run's weights included).
+struct ScoringRequest {
+  std::vector<int64_t> prompt;  ///< token ids, 1..context of them, each in [0, vocab)
+  Decoding decoding;            ///< Standard, Soft or Fused(k) (Decoding::problem checked by submit_scoring)
+  int64_t top_n = 0;            ///< alternatives per position, in [0, vocab]
 };
 
 /// One generated token.
@@ -65,6 +74,13 @@ struct SequenceCallbacks {
   std::function<void(FinishReason)> on_finish;
 };
 
+/// Called on the engine thread, as SequenceCallbacks: on_scored once with the result, then
+/// on_finish(Length); or on_finish(Cancelled / Error) alone.
+struct ScoringCallbacks {
+  std::function<void(const PromptLogprobs&)> on_scored;
+  std::function<void(FinishReason)> on_finish;
+};
+
 struct EngineOptions {
   int64_t max_batch = 16;       ///< sequences decoded together at most (≥ 1)
   int64_t max_queue = 64;       ///< sequences waiting for a batch slot at most (≥ 0)
@@ -88,9 +104,9 @@ struct EngineStats {
 };
 
 /// The SequenceRequest member a refused request has wrong (BadRequest::field).
-enum class RequestField { Prompt, MaxNewTokens, FusedPasses, Temperature, TopK, TopP };
+enum class RequestField { Prompt, MaxNewTokens, FusedPasses, Temperature, TopK, TopP, TopN };
 /// The member's name in the engine's words: "prompt", "max_new_tokens", "fused_passes",
-/// "sampling.temperature", "sampling.top_k", "sampling.top_p".
+/// "sampling.temperature", "sampling.top_k", "sampling.top_p", "top_n" (ScoringRequest).
 std::string request_field_name(RequestField field);
 
 /// Thrown by Engine::submit for a request it refuses, in the engine's words: what() is
@@ -127,6 +143,13 @@ class Engine {
   /// a token outside the vocabulary, max_new_tokens < 1, fused_passes < 1, sampling options) and
   /// queues it. Thread-safe. Returns the sequence's id. Throws QueueFull or ShuttingDown.
   uint64_t submit(SequenceRequest request, SequenceCallbacks callbacks);
+
+  /// Checks `request` (throws BadRequest naming the field: prompt empty, longer than the context or
+  /// with a token outside the vocabulary, fused_passes, top_n outside [0, vocab]) and queues it as a
+  /// task that holds a batch slot while it runs (admitted, counted and cancelled as a sequence; it
+  /// runs whole, between two decode steps, where a sequence would run a prefill chunk). Thread-safe.
+  /// Returns its id (for cancel). Throws QueueFull or ShuttingDown.
+  uint64_t submit_scoring(ScoringRequest request, ScoringCallbacks callbacks);
 
   /// Ends sequence `id` before its next step (its slot and cache are freed at once); on_finish(Cancelled)
   /// follows unless it already finished. Thread-safe; unknown or finished ids are ignored.

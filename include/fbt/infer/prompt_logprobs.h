@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "fbt/infer/decode.h"
+#include "fbt/infer/decode_backend.h"
 #include "fbt/model/model.h"
 
 namespace fbt {
@@ -21,15 +21,23 @@ struct PromptLogprobs {
   std::vector<std::vector<std::pair<int64_t, float>>> top;
 };
 
-/// Scores tokens [T] (1 ≤ T ≤ context, ids in [0, vocab)) teacher forced, no grad:
-///  - Standard: one plain forward (the logits of `fbt eval`'s standard mode).
-///  - Fused(k): forward_passes with k+1 passes, no jitter or mixin, the last pass's logits (the
-///    definition ModelScorer and `fbt eval --mode fused` use).
-///  - Soft: sequential_logits, the exact soft recurrence (every position after the first and after
-///    document separators fused with the previous position's state).
+/// Scores tokens [T] (1 ≤ T ≤ context, ids in [0, vocab)) teacher forced, no grad, through
+/// `backend` (so a quantised run's CPU decoder scores with its own weights):
+///  - Standard: the plain prefill pass with every position's logits (the logits of `fbt eval`'s
+///    standard mode, up to fp32 rounding).
+///  - Fused(k): the Fused(k) prefill (k+1 passes through run_passes) with every position's logits
+///    of the last pass: forward_passes with k+1 passes, no jitter or mixin (the definition
+///    ModelScorer and `fbt eval --mode fused` use).
+///  - Soft: the exact soft recurrence, the first token prefilled and every later one fed by a decode
+///    step (fused with the previous position's state except after document separators):
+///    sequential_logits.
 /// Throws fbt::Error for an empty or over-long sequence, an id outside the vocabulary, top_n < 0
-/// or above the vocabulary size, or an invalid `decoding` (Decoding::problem). Safe to call while
-/// an Engine decodes on the same model (no module state is written).
+/// or above the vocabulary size, or an invalid `decoding` (Decoding::problem). Writes no module
+/// state; the serving Engine runs it as a task on its own thread (Engine::submit_scoring).
+PromptLogprobs prompt_logprobs(DecodeBackend& backend, const std::vector<int64_t>& tokens, const Decoding& decoding,
+                               int64_t top_n);
+
+/// prompt_logprobs through the generic libtorch backend on `model` (torch_backend).
 PromptLogprobs prompt_logprobs(FBT& model, const std::vector<int64_t>& tokens, const Decoding& decoding,
                                int64_t top_n);
 

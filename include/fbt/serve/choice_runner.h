@@ -4,6 +4,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,5 +67,16 @@ class ChoiceRunner {
   std::vector<bool> finished_;  ///< on_finish seen
   std::shared_ptr<Channel> channel_;  ///< shared with the engine's callbacks, which may outlive this
 };
+
+/// Rethrows `refusal` (caught from Engine::submit or submit_scoring) in API words: BadRequest as a
+/// 400 naming the OpenAI parameter (openai_param), QueueFull as 429 (rate_limit_error), ShuttingDown
+/// as 503; anything else unchanged.
+[[noreturn]] void rethrow_engine_refusal(std::exception_ptr refusal);
+
+/// Scores `request` on the engine (Engine::submit_scoring) and waits for it: the echo + logprobs of
+/// /v1/completions, in the engine's queue and batch limit and on its weights. Throws as
+/// rethrow_engine_refusal, and ApiError 503 when the task was cancelled (shutdown) or 500 when it
+/// failed on the engine.
+PromptLogprobs score_on_engine(Engine& engine, ScoringRequest request);
 
 }  // namespace fbt

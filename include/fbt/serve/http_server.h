@@ -32,10 +32,10 @@ struct HttpServerOptions {
 
 class HttpServer {
  public:
-  /// `model` is the engine's model (echo scoring runs prompt_logprobs on it from request threads);
-  /// `served` describes it (its tokenizer and chat template must outlive the server; its name is
+  /// `engine` generates and scores (echo with logprobs runs as its scoring task); `served` describes
+  /// its model (its tokenizer and chat template must outlive the server; its name is
   /// the id /v1/models lists, responses carry and requests may give).
-  HttpServer(FBT model, Engine& engine, const ServedModel& served, HttpServerOptions options);
+  HttpServer(Engine& engine, const ServedModel& served, HttpServerOptions options);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -31,9 +31,6 @@ struct ServedModel {
   int64_t context = 0;                   ///< model context in tokens
   DecodeMode default_mode = DecodeMode::Standard;  ///< `fbt serve --mode`
   int64_t default_fused_passes = 1;                ///< `fbt serve --fused-passes` (k when a request asks fused)
-  /// Whether prompts can be scored (echo with logprobs: the fp32 forward); false for a quantised
-  /// run, whose requests for it are answered 400.
-  bool scores_prompts = true;
 };
 
 /// The fields both endpoints share.
