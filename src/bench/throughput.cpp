@@ -10,7 +10,6 @@
 #include <torch/cuda.h>
 
 #include "fbt/infer/decode_backend.h"
-#include "fbt/infer/graph_decoder.h"
 #include "fbt/model/precision.h"
 #include "fbt/train/optimizer.h"
 #include "fbt/model/passes.h"
@@ -162,13 +161,9 @@ DecodeComparison bench_decode_modes(FBT& model, BenchDecoder decoder, int64_t ba
   caches[0].emplace(model->config(), batch, context + new_tokens, options);
   std::shared_ptr<CpuDecoder> fast;  // the Cpu step, for its weight bytes too
   if (decoder == BenchDecoder::Cpu) fast = std::make_shared<CpuDecoder>(model, cpu_options);
-  const auto backend = fast ? cpu_backend(fast) : torch_backend(model);
-  std::optional<GraphDecoder> graphs[2];
-  if (decoder == BenchDecoder::Graph) {
-    caches[1].emplace(model->config(), batch, context + new_tokens, options);
-    graphs[0].emplace(model, DecodeMode::Standard, *caches[0], true);
-    graphs[1].emplace(model, DecodeMode::Soft, *caches[1], true);
-  }
+  const bool graph = decoder == BenchDecoder::Graph;
+  const auto backend = graph ? graph_backend(model, /*use_graph=*/true) : fast ? cpu_backend(fast) : torch_backend(model);
+  if (graph) caches[1].emplace(model->config(), batch, context + new_tokens, options);
   const std::array<DecodeMode, 2> modes{DecodeMode::Standard, DecodeMode::Soft};
   // Prefill (untimed; by the decoder that decodes, as fbt generate) of `cache`; returns the first tokens [B].
   auto start = [&](KVCache& cache) {
@@ -177,11 +172,11 @@ DecodeComparison bench_decode_modes(FBT& model, BenchDecoder decoder, int64_t ba
   };
   // One greedy step of mode m on `cache`, from the last tokens [B]; returns the next ones [B].
   auto step = [&](size_t m, const torch::Tensor& last, KVCache& cache) {
-    return (graphs[m] ? graphs[m]->step(last) : backend->step(last, modes[m], cache)).argmax(-1);
+    return backend->step(last, modes[m], cache).argmax(-1);
   };
   std::array<int64_t, 2> peak{}, anonymous{-1, -1};
   for (size_t m = 0; m < modes.size(); ++m) {  // untimed, one mode at a time: warms up and measures memory
-    KVCache& cache = *caches[graphs[m] ? m : 0];
+    KVCache& cache = *caches[graph ? m : 0];
     reset_peak_memory(device);
     auto next = start(cache);
     for (int64_t i = 0; i < new_tokens; ++i) next = step(m, next, cache);

@@ -1,7 +1,10 @@
 // The two decoding backends: CpuDecoder and libtorch's generic steps (see decode_backend.h).
 #include "fbt/infer/decode_backend.h"
 
+#include <array>
+
 #include "fbt/infer/decode.h"
+#include "fbt/infer/graph_decoder.h"
 #include "fbt/model/passes.h"
 #include "fbt/util/error.h"
 
@@ -75,6 +78,36 @@ class TorchBackend : public DecodeBackend {
   FBT model_;
 };
 
+/// The generic backend whose single-cache decode steps run through a GraphDecoder bound to that
+/// cache and mode (made at the cache's first step in that mode; a cache whose storage changed, a new
+/// cache at a dead one's address, gets a new one). The batched step of the engine stays the generic
+/// one: its per-sequence caches would each need their own captured graph.
+class GraphBackend : public TorchBackend {
+ public:
+  GraphBackend(FBT model, bool use_graph) : TorchBackend(std::move(model)), use_graph_(use_graph) {}
+  using TorchBackend::step;
+  torch::Tensor step(const torch::Tensor& tokens, DecodeMode mode, KVCache& cache) override {
+    auto& bound = decoders_[static_cast<size_t>(mode)];
+    const void* storage = cache.k.front().data_ptr();
+    if (!bound.decoder || bound.cache != &cache || bound.storage != storage) {
+      bound.decoder.reset();  // before the new one: a captured graph holds device memory
+      bound.decoder = std::make_unique<GraphDecoder>(model(), mode, cache, use_graph_);
+      bound.cache = &cache;
+      bound.storage = storage;
+    }
+    return bound.decoder->step(tokens.to(cache.slot_pos.device()));
+  }
+
+ private:
+  struct Bound {
+    std::unique_ptr<GraphDecoder> decoder;
+    const KVCache* cache = nullptr;
+    const void* storage = nullptr;  ///< the cache's first key tensor when bound
+  };
+  bool use_graph_;
+  std::array<Bound, 3> decoders_;  ///< per DecodeMode
+};
+
 }  // namespace
 
 torch::Tensor DecodeBackend::prefill(const torch::Tensor& tokens, const torch::Tensor& valid, const Decoding& decoding,
@@ -107,6 +140,10 @@ std::shared_ptr<DecodeBackend> cpu_backend(std::shared_ptr<CpuDecoder> decoder) 
 }
 
 std::shared_ptr<DecodeBackend> torch_backend(FBT model) { return std::make_shared<TorchBackend>(std::move(model)); }
+
+std::shared_ptr<DecodeBackend> graph_backend(FBT model, bool use_graph) {
+  return std::make_shared<GraphBackend>(std::move(model), use_graph);
+}
 
 std::shared_ptr<DecodeBackend> make_decode_backend(FBT& model, const CpuDecoderOptions& options) {
   if (CpuDecoder::supports(model) || options.weights != DecodeWeights::Fp32)

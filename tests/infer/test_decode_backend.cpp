@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "fbt/infer/decode_backend.h"
+#include "expect_error.h"
 #include "test_model_helpers.h"
 
 namespace fbt {
@@ -20,7 +21,11 @@ TEST(DecodeBackend, FactoryPicksTheCpuDecoderWhereTheModelAllowsIt) {
   EXPECT_EQ(torch_backend(model)->cpu(), nullptr);
 }
 
-TEST(DecodeBackend, CpuAndGenericBackendsAgree) {
+// The CPU decoder and the fixed-shape step of the CUDA-graph backend (run eagerly here; replayed
+// from graphs with FBT_TEST_DEVICE=cuda in test_graph_decoder.cpp) against the generic steps, over
+// prefill and 4 steps in every mode, a left-padded row included. The graph backend is kept across
+// two rounds of fresh caches, so each mode's GraphDecoder is rebound to a new cache.
+TEST(DecodeBackend, CpuGraphAndGenericBackendsAgree) {
   auto model = testing::make_test_model();
   const auto& config = model->config();
   torch::NoGradGuard no_grad;
@@ -28,19 +33,27 @@ TEST(DecodeBackend, CpuAndGenericBackendsAgree) {
   auto tokens = torch::randint(4, config.vocab_size, {2, 5}, torch::kLong);
   auto valid = torch::ones({2, 5}, torch::kBool);
   valid[1][0] = false;  // a left-padded row
-  for (const auto& decoding : {Decoding{}, Decoding{DecodeMode::Soft}, Decoding::fused(2)}) {
-    SCOPED_TRACE(decoding.label());
-    const auto cpu = make_decode_backend(model), generic = torch_backend(model);
-    KVCache a(config, 2, 9, torch::dtype(torch::kFloat)), b(config, 2, 9, torch::dtype(torch::kFloat));
-    auto x = cpu->prefill(tokens, valid, decoding, a), y = generic->prefill(tokens, valid, decoding, b);
-    for (int s = 0; s < 4; ++s) {
-      EXPECT_LT(testing::max_abs_diff(x, y), 1e-4) << "call " << s;
-      const auto next = x.argmax(-1);  // the same tokens into both
-      x = cpu->step(next, decoding.mode, a);
-      y = generic->step(next, decoding.mode, b);
-    }
-    EXPECT_LT(testing::max_abs_diff(a.h_prev(), b.h_prev()), 1e-4);
-  }
+  const auto graph = graph_backend(model, /*use_graph=*/false);
+  for (int round = 0; round < 2; ++round)
+    for (const auto& decoding : {Decoding{}, Decoding{DecodeMode::Soft}, Decoding::fused(2)})
+      for (const auto& [name, backend] : {std::pair{"cpu", make_decode_backend(model)}, std::pair{"graph", graph}}) {
+        SCOPED_TRACE(std::string(name) + " " + decoding.label() + " round " + std::to_string(round));
+        const auto generic = torch_backend(model);
+        KVCache a(config, 2, 9, torch::dtype(torch::kFloat)), b(config, 2, 9, torch::dtype(torch::kFloat));
+        auto x = backend->prefill(tokens, valid, decoding, a), y = generic->prefill(tokens, valid, decoding, b);
+        for (int s = 0; s < 4; ++s) {
+          EXPECT_LT(testing::max_abs_diff(x, y), 1e-4) << "call " << s;
+          const auto next = x.argmax(-1);  // the same tokens into both
+          x = backend->step(next, decoding.mode, a);
+          y = generic->step(next, decoding.mode, b);
+        }
+        EXPECT_LT(testing::max_abs_diff(x, y), 1e-4) << "the last step";
+        EXPECT_LT(testing::max_abs_diff(a.h_prev(), b.h_prev()), 1e-4);
+      }
+  testing::expect_error([&] {
+    KVCache cpu_cache(config, 1, 4, torch::dtype(torch::kFloat));
+    graph_backend(model, /*use_graph=*/true)->step(torch::zeros({1}, torch::kLong), DecodeMode::Standard, cpu_cache);
+  }, {"CUDA"});
 }
 
 }  // namespace

@@ -57,6 +57,13 @@ std::shared_ptr<DecodeBackend> cpu_backend(std::shared_ptr<CpuDecoder> decoder);
 /// runs its sequences one at a time (the generic step is not batch-invariant across cache lengths).
 std::shared_ptr<DecodeBackend> torch_backend(FBT model);
 
+/// The generic backend with its single-cache decode steps replayed from CUDA graphs (GraphDecoder,
+/// paper App. D; `use_graph` false: the same fixed-shape step run eagerly, on any device, which the
+/// CPU tests compare). A step's logits are the decoder's static buffer, overwritten by the next
+/// step on that cache and mode. The continuous-batching step is the generic one. Throws fbt::Error
+/// at the first step when `use_graph` is set and the cache is not on CUDA (GraphDecoder).
+std::shared_ptr<DecodeBackend> graph_backend(FBT model, bool use_graph);
+
 /// A CpuDecoder with `options` where CpuDecoder::supports(model) or the options ask for int8 /
 /// int4 weights (whose constructor throws fbt::Error naming --weights where the model does not
 /// allow them), else the generic backend.
