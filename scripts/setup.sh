@@ -20,6 +20,7 @@ pkgs=(cmake g++ make git libtorch-dev sentencepiece
       libgloo-dev  # headers of Gloo, the CPU collectives of libtorch's c10d (distributed training)
       libopenblas0-openmp  # optimised BLAS on libtorch's OpenMP threads (below); libtorch-dev alone pulls the reference BLAS
       libblas-dev  # links the CPU decode step to that BLAS (src/infer/cpu_decoder.cpp)
+      clang-format-14  # the formatting check of the sources (tests/clang_format_check.py)
       tmux  # the scripted terminal sessions of fbt chat's tests (tests/tools/test_chat_cli.cpp)
       libcpp-httplib-dev  # fbt serve's HTTP server (src/serve/http_server.cpp)
       chromium  # the headless-browser test of fbt serve's chat page (tests/serve/check_chat_page.py)

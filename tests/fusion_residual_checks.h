@@ -46,8 +46,10 @@ inline void expect_decode_runs_equal_standard(const std::function<DecodeRun(Deco
   const auto standard = run(DecodeMode::Standard, 0);
   for (auto [mode, k] : {std::pair{DecodeMode::Soft, int64_t{0}}, {DecodeMode::Fused, 1}, {DecodeMode::Fused, 2}}) {
     const auto got = run(mode, k);
-    EXPECT_TRUE(torch::equal(got.first, standard.first)) << where << ": " << Decoding::make(mode, k).label() << " logits";
-    EXPECT_TRUE(torch::equal(got.second, standard.second)) << where << ": " << Decoding::make(mode, k).label() << " h_prev";
+    EXPECT_TRUE(torch::equal(got.first, standard.first))
+        << where << ": " << Decoding::make(mode, k).label() << " logits";
+    EXPECT_TRUE(torch::equal(got.second, standard.second))
+        << where << ": " << Decoding::make(mode, k).label() << " h_prev";
   }
 }
 

@@ -34,7 +34,7 @@ inline std::optional<std::string> sandbox_skip_reason() {
 }
 
 /// Skips the test (printing why) only for the reasons of sandbox_skip_reason.
-#define REQUIRE_SANDBOX()                                                \
+#define REQUIRE_SANDBOX() \
   if (const auto why = ::fbt::testing::sandbox_skip_reason()) GTEST_SKIP() << *why
 
 /// Calls `f(pid_dir)` for every process directory /proc/PID.

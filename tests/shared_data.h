@@ -14,7 +14,7 @@ inline std::string shared_data(const std::string& relative) { return std::string
 }  // namespace fbt::testing
 
 /// Skips the current test (use in a test body or SetUp) when FBT_SHARED_DATA/relative is missing.
-#define FBT_SKIP_WITHOUT_SHARED_DATA(relative)                                        \
-  if (!std::filesystem::exists(::fbt::testing::shared_data(relative)))                \
-  GTEST_SKIP() << "no " << ::fbt::testing::shared_data(relative)                      \
+#define FBT_SKIP_WITHOUT_SHARED_DATA(relative)                         \
+  if (!std::filesystem::exists(::fbt::testing::shared_data(relative))) \
+  GTEST_SKIP() << "no " << ::fbt::testing::shared_data(relative)       \
                << " (the shared datasets; configure with -DFBT_SHARED_DATA=DIR to run this test)"

@@ -38,7 +38,8 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const std::string& dev
   c.model = load_model(c.model_file, &c.info);
   if (c.info.quantized) {  // its matrices exist only as the CPU decoder's blocks
     if (device == "cuda")
-      throw Error("--device cuda: '" + c.model_file + "' is a quantised run (fbt quantize), which decodes on the CPU only");
+      throw Error("--device cuda: '" + c.model_file +
+                  "' is a quantised run (fbt quantize), which decodes on the CPU only");
     target = torch::kCPU;
   }
   c.model->to(target);
@@ -53,7 +54,8 @@ namespace {
 void check_tokenizer_imported(const LoadedCheckpoint& checkpoint) {
   const auto& own = checkpoint.info.tokenizer;
   if (own.is_object() && own.value("type", "") == "hf-pending")
-    throw Error("checkpoint '" + checkpoint.model_file + "' was imported by an fbt that did not import tokenizers yet "
+    throw Error("checkpoint '" + checkpoint.model_file +
+                "' was imported by an fbt that did not import tokenizers yet "
                 "(tokenizer type \"hf-pending\"); import the model again with `fbt import`");
 }
 
@@ -78,8 +80,9 @@ ChatTemplate load_chat_template(const LoadedCheckpoint& checkpoint, const Tokeni
 CLI::Option* add_chat_template_option(CLI::App* cmd, std::string& value, const std::string& when) {
   return cmd
       ->add_option("--chat-template", value,
-                   when + "auto (the checkpoint tokenizer's own template; fbt's native one for fbt-trained models), "
-                          "chatml, llama3 or fbt (include/fbt/data/chat_template.h)")
+                   when +
+                       "auto (the checkpoint tokenizer's own template; fbt's native one for fbt-trained models), "
+                       "chatml, llama3 or fbt (include/fbt/data/chat_template.h)")
       ->check(CLI::IsMember({"auto", "chatml", "llama3", "fbt"}))
       ->capture_default_str();
 }
@@ -149,16 +152,15 @@ CLI::Validator count_or_all() {
 CLI::Validator seed_value() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        if (!parse_whole<uint64_t>(text))
-          return "expected an integer in [0, 18446744073709551615], got '" + text + "'";
+        if (!parse_whole<uint64_t>(text)) return "expected an integer in [0, 18446744073709551615], got '" + text + "'";
         return {};
       },
       "UINT in [0, 2^64-1]");
 }
 
 CLI::Validator number_range(double lo, double hi, bool lo_open, bool hi_open) {
-  const std::string range = std::string(lo_open ? "(" : "[") + format_number(lo) + ", " + format_number(hi) +
-                            (hi_open ? ")" : "]");
+  const std::string range =
+      std::string(lo_open ? "(" : "[") + format_number(lo) + ", " + format_number(hi) + (hi_open ? ")" : "]");
   return CLI::Validator(
       [=](std::string& text) -> std::string {
         const auto v = parse_whole<double>(text);
@@ -170,8 +172,8 @@ CLI::Validator number_range(double lo, double hi, bool lo_open, bool hi_open) {
 }
 
 CLI::Validator temperature_value() {
-  const std::string range = "0 (greedy) or a number in [" + format_number(kMinTemperature) + ", " +
-                            format_number(kMaxTemperature) + "]";
+  const std::string range =
+      "0 (greedy) or a number in [" + format_number(kMinTemperature) + ", " + format_number(kMaxTemperature) + "]";
   return CLI::Validator(
       [range](std::string& text) -> std::string {
         const auto v = parse_whole<double>(text);
@@ -243,15 +245,17 @@ CLI::Option* add_threads_option(CLI::App* cmd) {
 
 CLI::Option* add_weights_option(CLI::App* cmd, std::string& value) {
   return cmd
-      ->add_option("--weights", value,
-                   "Weights of the CPU decode step: fp32 (the model's own), int8 (Q8_0 blocks quantised at load: "
-                   "a quarter of the bytes per token) or int4 (Q4_0 blocks, the head Q8_0: an eighth); every prefill runs on "
-                   "them too")
+      ->add_option(
+          "--weights", value,
+          "Weights of the CPU decode step: fp32 (the model's own), int8 (Q8_0 blocks quantised at load: "
+          "a quarter of the bytes per token) or int4 (Q4_0 blocks, the head Q8_0: an eighth); every prefill runs on "
+          "them too")
       ->check(CLI::IsMember({"fp32", "int8", "int4"}))
       ->capture_default_str();
 }
 
-std::shared_ptr<DecodeBackend> decode_backend_for(LoadedCheckpoint& checkpoint, const std::string& weights, bool sole_user) {
+std::shared_ptr<DecodeBackend> decode_backend_for(LoadedCheckpoint& checkpoint, const std::string& weights,
+                                                  bool sole_user) {
   CpuDecoderOptions options;
   options.weights = parse_decode_weights(run_weights(checkpoint, weights), "--weights");
   if (options.weights == DecodeWeights::Fp32) return nullptr;
@@ -272,8 +276,7 @@ std::string run_weights(const LoadedCheckpoint& checkpoint, const std::string& w
 void require_fp32_weights(const LoadedCheckpoint& checkpoint, const std::string& what) {
   if (checkpoint.info.quantized)
     throw Error("'" + checkpoint.model_file + "' is a run quantised to " + checkpoint.info.quantized->weights +
-                " (fbt quantize), which holds no fp32 matrices: " + what +
-                " needs them; use the run it was made from");
+                " (fbt quantize), which holds no fp32 matrices: " + what + " needs them; use the run it was made from");
 }
 
 }  // namespace fbt::cli

@@ -20,7 +20,7 @@ namespace fbt::cli {
 struct LoadedCheckpoint {
   std::string model_file;  ///< the resolved model.safetensors
   CheckpointInfo info;
-  FBT model{nullptr};      ///< in eval mode, on the requested device
+  FBT model{nullptr};  ///< in eval mode, on the requested device
 };
 
 /// The --device flag: "cpu", "cuda", or "auto" (CUDA when available, else the CPU). Throws
@@ -53,7 +53,8 @@ CLI::Option* add_weights_option(CLI::App* cmd, std::string& value);
 /// asked of a model the CPU step cannot decode (CpuDecoder's constructor).
 /// `sole_user`: nothing but this decoder will run the model (generate, chat), so the quantised
 /// matrices replace its fp32 ones (CpuDecoderOptions::release_model_weights).
-std::shared_ptr<DecodeBackend> decode_backend_for(LoadedCheckpoint& checkpoint, const std::string& weights, bool sole_user);
+std::shared_ptr<DecodeBackend> decode_backend_for(LoadedCheckpoint& checkpoint, const std::string& weights,
+                                                  bool sole_user);
 
 /// The decode weights of `checkpoint` asked by --weights `weights`: `weights` for an fp32 run; a
 /// quantised run's own ("int8" or "int4") when `weights` is that or the default fp32. Throws

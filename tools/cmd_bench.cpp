@@ -24,12 +24,11 @@ namespace fbt::cli {
 namespace {
 
 struct BenchArgs {
-  std::string preset = "small", device = "auto", format = "md", out, results_dir, decoder = "auto", dtype = "fp32", hardware,
-              weights = "fp32", activations = "int8";
+  std::string preset = "small", device = "auto", format = "md", out, results_dir, decoder = "auto", dtype = "fp32",
+              hardware, weights = "fp32", activations = "int8";
   std::vector<std::string> tests{"train", "prefill", "decode"};
   std::vector<int64_t> passes{1, 2, 3}, batch_sizes{1, 8}, contexts{64, 128};
-  int64_t train_batch = 8, train_seq = 0, new_tokens = 64, reps = 5, warmup = 1,
-          peak_size = 0;
+  int64_t train_batch = 8, train_seq = 0, new_tokens = 64, reps = 5, warmup = 1, peak_size = 0;
   uint64_t seed = 1234;
 };
 
@@ -62,8 +61,10 @@ std::string hardware_label(const torch::Device& device) {
   }
   std::string label;
   for (char ch : model) {
-    if (std::isalnum(static_cast<unsigned char>(ch))) label += static_cast<char>(std::tolower(ch));
-    else if (!label.empty() && label.back() != '-') label += '-';
+    if (std::isalnum(static_cast<unsigned char>(ch)))
+      label += static_cast<char>(std::tolower(ch));
+    else if (!label.empty() && label.back() != '-')
+      label += '-';
   }
   while (!label.empty() && label.back() == '-') label.pop_back();
   return label + "-" + std::to_string(torch::get_num_threads()) + "t";
@@ -115,10 +116,18 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
   // what the model and its decoding hold.
   const int64_t startup_anonymous = anonymous_resident_bytes();
   nlohmann::json record = {
-      {"tool", "fbt bench"}, {"preset", a.preset}, {"device", device.str()},
-      {"threads", torch::get_num_threads()}, {"decode_kernel_threads", decode_kernel_threads()}, {"reps", a.reps}, {"hardware", a.hardware.empty() ? hardware_label(device) : a.hardware},
-      {"date", today()}, {"git_sha", git_sha()}, {"libtorch", torch_version()},
-      {"parameters", config.parameter_count()}, {"startup_rss_bytes", startup_rss},
+      {"tool", "fbt bench"},
+      {"preset", a.preset},
+      {"device", device.str()},
+      {"threads", torch::get_num_threads()},
+      {"decode_kernel_threads", decode_kernel_threads()},
+      {"reps", a.reps},
+      {"hardware", a.hardware.empty() ? hardware_label(device) : a.hardware},
+      {"date", today()},
+      {"git_sha", git_sha()},
+      {"libtorch", torch_version()},
+      {"parameters", config.parameter_count()},
+      {"startup_rss_bytes", startup_rss},
       {"startup_anonymous_rss_bytes", startup_anonymous},
       {"matmul_peak", {{"flops_per_s", peak}, {"dtype", device.is_cuda() ? "bf16" : "fp32"}, {"n", peak_n}}},
       {"results", nlohmann::json::array()}};
@@ -142,9 +151,14 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
       const auto r = bench_train_step(model, train, a.train_batch, seq, k, a.warmup, a.reps, a.seed);
       const double flops = training_flops_per_token(config, seq, k) * double(a.train_batch * seq);
       if (k == 1) base_seconds = r.seconds.median;
-      nlohmann::json row = {{"test", "train"}, {"passes", k}, {"batch", a.train_batch}, {"seq", seq},
-                            {"tokens_per_s", stats_json(r.tokens_per_s)}, {"seconds", stats_json(r.seconds)},
-                            {"model_flops", flops}, {"mfu", flops / r.seconds.median / peak},
+      nlohmann::json row = {{"test", "train"},
+                            {"passes", k},
+                            {"batch", a.train_batch},
+                            {"seq", seq},
+                            {"tokens_per_s", stats_json(r.tokens_per_s)},
+                            {"seconds", stats_json(r.seconds)},
+                            {"model_flops", flops},
+                            {"mfu", flops / r.seconds.median / peak},
                             {"peak_memory_bytes", r.peak_memory_bytes}};
       if (base_seconds > 0) row["step_vs_k_times_k1"] = r.seconds.median / (double(k) * base_seconds);
       add_row(row);
@@ -162,13 +176,17 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
   if (a.decoder == "cpu" && !CpuDecoder::supports(model))
     throw Error("--decoder cpu: the model is not an fp32 model of the paper's block on the CPU (use --device cpu)");
   if (a.decoder == "graph" && !device.is_cuda()) throw Error("--decoder graph: CUDA graphs need --device cuda");
-  const auto decoder = a.decoder == "graph" ? BenchDecoder::Graph : cpu_decoder ? BenchDecoder::Cpu : BenchDecoder::Generic;
+  const auto decoder = a.decoder == "graph" ? BenchDecoder::Graph
+                       : cpu_decoder        ? BenchDecoder::Cpu
+                                            : BenchDecoder::Generic;
   record["decoder"] = a.decoder == "graph" ? "graph" : cpu_decoder ? "cpu" : "generic";
   CpuDecoderOptions cpu_options;
   cpu_options.weights = parse_decode_weights(a.weights, "--weights");
   cpu_options.activations = a.activations == "fp32" ? Q8Activations::Fp32 : Q8Activations::Int8;
   if (cpu_options.weights != DecodeWeights::Fp32 && !cpu_decoder)
-    throw Error("--weights " + a.weights + ": only the dedicated CPU decode step (--decoder auto or cpu, fp32 model on the CPU) has quantised weights");
+    throw Error(
+        "--weights " + a.weights +
+        ": only the dedicated CPU decode step (--decoder auto or cpu, fp32 model on the CPU) has quantised weights");
   record["weights"] = a.weights;
   if (cpu_options.weights != DecodeWeights::Fp32) record["activations"] = a.activations;
   int64_t model_bytes = 0;  // every parameter (the norms and the embedding too)
@@ -181,20 +199,32 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
             cpu_decoder ? cpu_backend(std::make_shared<CpuDecoder>(model, cpu_options)) : torch_backend(model);
         for (const Decoding& decoding : {Decoding{}, Decoding::fused(1)}) {
           const auto r = bench_prefill(model, decoding, batch, context, a.warmup, a.reps, a.seed, *prefill_backend);
-          add_row({{"test", "prefill"}, {"mode", decoding.label()}, {"batch", batch},
-                          {"decoder", cpu_decoder ? "cpu" : "generic"},
-                          {"context", context}, {"tokens_per_s", stats_json(r.tokens_per_s)},
-                          {"seconds", stats_json(r.seconds)}, {"peak_memory_bytes", r.peak_memory_bytes}});
+          add_row({{"test", "prefill"},
+                   {"mode", decoding.label()},
+                   {"batch", batch},
+                   {"decoder", cpu_decoder ? "cpu" : "generic"},
+                   {"context", context},
+                   {"tokens_per_s", stats_json(r.tokens_per_s)},
+                   {"seconds", stats_json(r.seconds)},
+                   {"peak_memory_bytes", r.peak_memory_bytes}});
         }
       }
       if (wants(a, "decode")) {
-        const auto r = bench_decode_modes(model, decoder, batch, context, a.new_tokens, a.warmup, a.reps, a.seed, cpu_options);
-        for (const auto& [mode, m] : {std::pair{DecodeMode::Standard, &r.standard}, std::pair{DecodeMode::Soft, &r.soft}}) {
-          nlohmann::json row = {{"test", "decode"}, {"mode", enum_to_string(mode)}, {"batch", batch},
-                                {"context", context}, {"new_tokens", a.new_tokens},
-                                {"tokens_per_s", stats_json(m->tokens_per_s)}, {"seconds", stats_json(m->seconds)},
-                                {"peak_memory_bytes", m->peak_memory_bytes}, {"anonymous_rss_bytes", m->anonymous_bytes},
-                                {"model_bytes", model_bytes}, {"kv_cache_bytes", r.kv_cache_bytes}};
+        const auto r =
+            bench_decode_modes(model, decoder, batch, context, a.new_tokens, a.warmup, a.reps, a.seed, cpu_options);
+        for (const auto& [mode, m] :
+             {std::pair{DecodeMode::Standard, &r.standard}, std::pair{DecodeMode::Soft, &r.soft}}) {
+          nlohmann::json row = {{"test", "decode"},
+                                {"mode", enum_to_string(mode)},
+                                {"batch", batch},
+                                {"context", context},
+                                {"new_tokens", a.new_tokens},
+                                {"tokens_per_s", stats_json(m->tokens_per_s)},
+                                {"seconds", stats_json(m->seconds)},
+                                {"peak_memory_bytes", m->peak_memory_bytes},
+                                {"anonymous_rss_bytes", m->anonymous_bytes},
+                                {"model_bytes", model_bytes},
+                                {"kv_cache_bytes", r.kv_cache_bytes}};
           if (mode == DecodeMode::Soft) row["overhead_vs_standard"] = stats_json(r.soft_overhead);
           const int64_t bytes = mode == DecodeMode::Soft ? r.soft_weight_bytes : r.standard_weight_bytes;
           if (bytes > 0) {  // every step reads all matrix weights once (soft: the fusion's too)
@@ -213,8 +243,8 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
 std::string markdown(const nlohmann::json& r) {
   std::ostringstream o;
   const double peak = r["matmul_peak"]["flops_per_s"].get<double>();
-  o << "# fbt bench: " << r["preset"].get<std::string>() << " (" << r["parameters"].get<int64_t>()
-    << " parameters) on " << r["hardware"].get<std::string>() << ", " << r["date"].get<std::string>() << "\n\n"
+  o << "# fbt bench: " << r["preset"].get<std::string>() << " (" << r["parameters"].get<int64_t>() << " parameters) on "
+    << r["hardware"].get<std::string>() << ", " << r["date"].get<std::string>() << "\n\n"
     << "git " << r["git_sha"].get<std::string>() << ", libtorch " << r["libtorch"].get<std::string>() << ", device "
     << r["device"].get<std::string>() << ", " << r["threads"].get<int64_t>() << " threads (decode kernels on "
     << r["decode_kernel_threads"].get<int64_t>() << "), " << r["reps"].get<int64_t>()
@@ -258,28 +288,32 @@ std::string markdown(const nlohmann::json& r) {
           if (r.contains("read_bandwidth")) gbs += fmt(" (%.0f%%)", 100 * rate / r["read_bandwidth"].get<double>());
         }
         std::string beyond = "n/a";  // the data decoding holds beyond the runtime's, against the model and its KV cache
-        const int64_t held = row.value("anonymous_rss_bytes", int64_t(-1)), startup = r.value("startup_anonymous_rss_bytes", int64_t(-1));
+        const int64_t held = row.value("anonymous_rss_bytes", int64_t(-1)),
+                      startup = r.value("startup_anonymous_rss_bytes", int64_t(-1));
         if (row.contains("model_bytes") && held > 0 && startup > 0)
           beyond = fmt("%.2f", double(held - startup) /
                                    double(row["model_bytes"].get<int64_t>() + row["kv_cache_bytes"].get<int64_t>()));
         o << "| " << row["mode"].get<std::string>() << " | " << row["batch"] << " | " << row["context"] << " | "
           << tps(row) << " | " << fmt("%.3f", ms) << " | " << gbs << " | "
-          << (row.contains("overhead_vs_standard") ? percent_range(row["overhead_vs_standard"]) : "")
-          << " | " << mem << " | " << beyond << " |\n";
+          << (row.contains("overhead_vs_standard") ? percent_range(row["overhead_vs_standard"]) : "") << " | " << mem
+          << " | " << beyond << " |\n";
       }
     }
   };
   section("memory", "Memory bandwidth (STREAM-like: read = sum of an array, triad a = b + s·c; 256 MiB arrays)",
           "| threads | read GB/s | triad GB/s |\n|---|---|---|\n");
   section("train", "Training step (forward K passes + backward + NorMuon/Adam step)",
-          "| K | batch×seq | tokens/s | step ms | MFU | step / (K · step K=1) | peak MB |\n|---|---|---|---|---|---|---|\n");
+          "| K | batch×seq | tokens/s | step ms | MFU | step / (K · step K=1) | peak MB "
+          "|\n|---|---|---|---|---|---|---|\n");
   section("prefill", "Prefill (decoder cpu: CpuDecoder::prefill, as fbt generate runs it; generic: libtorch)",
           "| mode | decoder | batch | context | tokens/s | peak MB |\n|---|---|---|---|---|---|\n");
-  section("decode", "Decode (greedy, after a plain prefill of `context` tokens; " +
-                        (r.contains("decoder") ? r["decoder"].get<std::string>() : std::string("no")) + " decoder, " +
-                        (r.contains("weights") ? r["weights"].get<std::string>() : std::string("fp32")) + " weights" +
-                        (r.contains("activations") ? ", " + r["activations"].get<std::string>() + " activations" : "") + ")",
-          "| mode | batch | context | tokens/s | ms/step | weights GB/s (of read bandwidth) | overhead vs standard | peak MB |"
+  section("decode",
+          "Decode (greedy, after a plain prefill of `context` tokens; " +
+              (r.contains("decoder") ? r["decoder"].get<std::string>() : std::string("no")) + " decoder, " +
+              (r.contains("weights") ? r["weights"].get<std::string>() : std::string("fp32")) + " weights" +
+              (r.contains("activations") ? ", " + r["activations"].get<std::string>() + " activations" : "") + ")",
+          "| mode | batch | context | tokens/s | ms/step | weights GB/s (of read bandwidth) | overhead vs standard | "
+          "peak MB |"
           " (anonymous RSS − the runtime's) / (model + KV) |\n|---|---|---|---|---|---|---|---|---|\n");
   o << "\nMFU = model FLOPs (6·N per token per pass + 12·L·D·T attention, PaLM App. B; N = matmul weights,"
        " fusion included in passes ≥ 2) / step time / measured matmul peak. Weights GB/s: the matrix weights a"
@@ -295,7 +329,8 @@ std::string markdown(const nlohmann::json& r) {
                   " libraries' code pages) at the end of the untimed decode run, less its value after start-up"
                   " and the matmul-peak measurement (" +
                   megabytes(r.value("startup_anonymous_rss_bytes", int64_t(-1))) +
-                  " MB: the runtime and the buffers BLAS keeps once used, which the CPU decoder uses only for prefill on AVX2-only CPUs); model: every parameter's bytes; KV: keys and values for context + new tokens.")
+                  " MB: the runtime and the buffers BLAS keeps once used, which the CPU decoder uses only for prefill "
+                  "on AVX2-only CPUs); model: every parameter's bytes; KV: keys and values for context + new tokens.")
     << "\n";
   return o.str();
 }
@@ -356,7 +391,8 @@ void run(const BenchArgs& a) {
 
 void add_bench_command(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
-  auto* cmd = app.add_subcommand("bench", "Training / prefill / decode throughput, MFU and peak memory of a model shape");
+  auto* cmd =
+      app.add_subcommand("bench", "Training / prefill / decode throughput, MFU and peak memory of a model shape");
   cmd->add_option("--preset", a->preset, "Model shape: debug, small, 1b, or llama-134m (D768 L12 V32000)")
       ->check(CLI::IsMember({"debug", "small", "1b", "llama-134m"}))
       ->capture_default_str();
@@ -365,13 +401,19 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
   add_threads_option(cmd);
-  cmd->add_option("--reps", a->reps, "Timed repetitions per measurement")->capture_default_str()->check(integer_range(1));
-  cmd->add_option("--warmup", a->warmup, "Untimed repetitions before them")->capture_default_str()->check(integer_range(0));
+  cmd->add_option("--reps", a->reps, "Timed repetitions per measurement")
+      ->capture_default_str()
+      ->check(integer_range(1));
+  cmd->add_option("--warmup", a->warmup, "Untimed repetitions before them")
+      ->capture_default_str()
+      ->check(integer_range(0));
   cmd->add_option("--passes", a->passes, "K of the training steps")
       ->delimiter(',')
       ->capture_default_str()
       ->check(integer_range(1));
-  cmd->add_option("--train-batch", a->train_batch, "Sequences per training step")->capture_default_str()->check(integer_range(1));
+  cmd->add_option("--train-batch", a->train_batch, "Sequences per training step")
+      ->capture_default_str()
+      ->check(integer_range(1));
   cmd->add_option("--train-seq", a->train_seq, "Tokens per training sequence (0: the model context)")
       ->capture_default_str()
       ->check(integer_range(0));
@@ -391,23 +433,30 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--dtype", a->dtype, "Weights of the prefill/decode tests: fp32 or bf16")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
-  cmd->add_option("--weights", a->weights, "Weights of the CPU decode step: fp32, int8 (Q8_0 blocks) or int4 (Q4_0 blocks, the head Q8_0), quantised at load")
+  cmd->add_option("--weights", a->weights,
+                  "Weights of the CPU decode step: fp32, int8 (Q8_0 blocks) or int4 (Q4_0 blocks, the head Q8_0), "
+                  "quantised at load")
       ->check(CLI::IsMember({"fp32", "int8", "int4"}))
       ->capture_default_str();
-  cmd->add_option("--activations", a->activations, "Inputs of the int8/int4 products: int8 (quantised per block) or fp32")
+  cmd->add_option("--activations", a->activations,
+                  "Inputs of the int8/int4 products: int8 (quantised per block) or fp32")
       ->check(CLI::IsMember({"int8", "fp32"}))
       ->capture_default_str();
-  cmd->add_option("--new-tokens", a->new_tokens, "Decode steps timed per repetition")->capture_default_str()->check(integer_range(1));
+  cmd->add_option("--new-tokens", a->new_tokens, "Decode steps timed per repetition")
+      ->capture_default_str()
+      ->check(integer_range(1));
   cmd->add_option("--peak-size", a->peak_size, "n of the n×n matmul measuring the peak (0: 1024 CPU, 8192 CUDA)")
       ->check(integer_range(0, 32768));
   cmd->add_option("--seed", a->seed, "Seed of weights and tokens")->capture_default_str()->check(seed_value());
   cmd->add_option("--format", a->format, "md or json on stdout")->capture_default_str();
   cmd->add_option("--out", a->out, "Also write the stdout text to this file");
-  cmd->add_option("--results-dir", a->results_dir,
-                  "Also write DIR/<preset>_<hardware>_<date>[_graph].{md,json}, adding _2, _3, ... if a run of the same day "
-                  "already wrote those (the repository keeps them in bench/results)");
-  cmd->add_option("--hardware", a->hardware,
-                  "Hardware label of the record and file names (default: the CPU model and threads, or cuda-<threads>t)")
+  cmd->add_option(
+      "--results-dir", a->results_dir,
+      "Also write DIR/<preset>_<hardware>_<date>[_graph].{md,json}, adding _2, _3, ... if a run of the same day "
+      "already wrote those (the repository keeps them in bench/results)");
+  cmd->add_option(
+         "--hardware", a->hardware,
+         "Hardware label of the record and file names (default: the CPU model and threads, or cuda-<threads>t)")
       ->check([](const std::string& s) {
         const bool ok = !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
           return std::isalnum(c) || c == '-' || c == '.';

@@ -32,8 +32,8 @@ struct ChatArgs {
 struct ChatState {
   Decoding decoding;
   SamplingOptions sampling;
-  std::vector<ChatMessage> messages;  ///< the system message (if any), then the turns so far
-  int64_t replies = 0;                ///< replies generated: reply i samples with seed + i
+  std::vector<ChatMessage> messages;       ///< the system message (if any), then the turns so far
+  int64_t replies = 0;                     ///< replies generated: reply i samples with seed + i
   std::shared_ptr<DecodeBackend> backend;  ///< the --weights int8/int4 backend (empty: generate's own)
 };
 
@@ -162,7 +162,8 @@ void reply(FBT& model, const Tokenizer& tokenizer, const ChatTemplate& chat, con
 }
 
 void run_chat(ChatArgs a) {
-  const auto decoding = Decoding::make(enum_from_string<DecodeMode>(a.mode, "--mode"), a.fused_passes, "--fused-passes");
+  const auto decoding =
+      Decoding::make(enum_from_string<DecodeMode>(a.mode, "--mode"), a.fused_passes, "--fused-passes");
   Decoding::fused(a.fused_passes, "--fused-passes");  // checked whatever --mode (/mode fused uses it)
   a.sampling.validate();
   auto checkpoint = load_checkpoint(a.checkpoint, a.device);
@@ -173,7 +174,8 @@ void run_chat(ChatArgs a) {
   if (a.max_new_tokens >= context)
     throw Error("--max-new-tokens " + std::to_string(a.max_new_tokens) + " leaves no room for a prompt in the " +
                 "model context of " + std::to_string(context) + " tokens; give at most " + std::to_string(context - 1));
-  ChatState state{decoding, a.sampling, initial_messages(a), 0, decode_backend_for(checkpoint, a.weights, /*sole_user=*/true)};
+  ChatState state{decoding, a.sampling, initial_messages(a), 0,
+                  decode_backend_for(checkpoint, a.weights, /*sole_user=*/true)};
   std::cout << "fbt chat: " << checkpoint.model_file << " (step " << checkpoint.info.step << "), " << chat.name()
             << " template, context " << context << " tokens, replies of up to " << a.max_new_tokens
             << " tokens. /help lists the commands; Ctrl-C stops a reply; "
@@ -221,8 +223,8 @@ void add_chat_command(CLI::App& app) {
   auto* max_new = cmd->add_option("--max-new-tokens", a->max_new_tokens,
                                   "Tokens per reply at most, below the model context (not given: 256, or half "
                                   "the context if that is smaller)")
-                       ->capture_default_str()
-                       ->check(integer_range(1));
+                      ->capture_default_str()
+                      ->check(integer_range(1));
   cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy (/temperature changes it)")
       ->capture_default_str()
       ->check(temperature_value());

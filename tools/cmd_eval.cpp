@@ -69,9 +69,14 @@ void run_mc_task(const EvalArgs& a, LoadedCheckpoint& checkpoint, const Tokenize
       std::cout << "| " << task.name << " | " << scorer.mode_name() << " | " << r.metric << " | "
                 << format_value(r.value) << " | " << format_value(r.stderr_) << " | " << r.n << " |\n"
                 << std::flush;
-      rows.push_back({{"task", task.name}, {"mode", scorer.mode_name()}, {"metric", r.metric},
-                      {"value", r.value}, {"stderr", r.stderr_}, {"n", r.n},
-                      {"shots", options.shots}, {"seed", options.seed}});
+      rows.push_back({{"task", task.name},
+                      {"mode", scorer.mode_name()},
+                      {"metric", r.metric},
+                      {"value", r.value},
+                      {"stderr", r.stderr_},
+                      {"n", r.n},
+                      {"shots", options.shots},
+                      {"seed", options.seed}});
     }
   }
 }
@@ -111,9 +116,16 @@ ModeOutcomes run_gen_task(const EvalArgs& a, LoadedCheckpoint& checkpoint, const
       std::cout << "| " << task.name << " | " << label << " | " << metric << " | " << m.temperature << " | "
                 << format_value(r.value) << " | " << format_value(r.stderr_) << " | " << r.n << " |\n"
                 << std::flush;
-      nlohmann::json row{{"task", task.name}, {"mode", label}, {"metric", metric}, {"value", r.value},
-                         {"stderr", r.stderr_}, {"n", r.n}, {"shots", shots}, {"seed", options.seed},
-                         {"temperature", m.temperature}, {"max_new_tokens", options.max_new_tokens}};
+      nlohmann::json row{{"task", task.name},
+                         {"mode", label},
+                         {"metric", metric},
+                         {"value", r.value},
+                         {"stderr", r.stderr_},
+                         {"n", r.n},
+                         {"shots", shots},
+                         {"seed", options.seed},
+                         {"temperature", m.temperature},
+                         {"max_new_tokens", options.max_new_tokens}};
       if (task.sampled) row["samples_per_problem"] = options.samples;
       if (options.chat) row["prompt_format"] = "chat";
       rows.push_back(row);
@@ -124,11 +136,19 @@ ModeOutcomes run_gen_task(const EvalArgs& a, LoadedCheckpoint& checkpoint, const
     }
     if (samples == nullptr) continue;
     for (const auto& s : result.samples)
-      *samples << nlohmann::json{{"task", task.name}, {"mode", label}, {"problem", s.problem}, {"id", s.id},
-                                 {"temperature", s.temperature}, {"sample", s.sample},
-                                 {"prompt_tokens", s.prompt_tokens}, {"prompt_truncated", s.prompt_truncated},
-                                 {"completion", s.completion}, {"tokens", s.tokens}, {"extracted", s.extracted},
-                                 {"correct", s.correct}, {"status", s.status}}
+      *samples << nlohmann::json{{"task", task.name},
+                                 {"mode", label},
+                                 {"problem", s.problem},
+                                 {"id", s.id},
+                                 {"temperature", s.temperature},
+                                 {"sample", s.sample},
+                                 {"prompt_tokens", s.prompt_tokens},
+                                 {"prompt_truncated", s.prompt_truncated},
+                                 {"completion", s.completion},
+                                 {"tokens", s.tokens},
+                                 {"extracted", s.extracted},
+                                 {"correct", s.correct},
+                                 {"status", s.status}}
                       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                << "\n";
     samples->flush();
@@ -147,8 +167,15 @@ nlohmann::json mcnemar_rows(const std::string& task, const ModeOutcomes& outcome
       const auto& [mode_a, a] = outcomes[i];
       const auto& [mode_b, b] = outcomes[j];
       const McNemarResult r = mcnemar_test(a, b);
-      rows.push_back({{"task", task}, {"mode_a", mode_a}, {"mode_b", mode_b}, {"n", r.n},
-                      {"pass@1_a", accuracy(a)}, {"pass@1_b", accuracy(b)}, {"b", r.b}, {"c", r.c}, {"p", r.p}});
+      rows.push_back({{"task", task},
+                      {"mode_a", mode_a},
+                      {"mode_b", mode_b},
+                      {"n", r.n},
+                      {"pass@1_a", accuracy(a)},
+                      {"pass@1_b", accuracy(b)},
+                      {"b", r.b},
+                      {"c", r.c},
+                      {"p", r.p}});
     }
   return rows;
 }
@@ -160,9 +187,9 @@ void print_mcnemar(const nlohmann::json& rows) {
                "|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : rows)
     std::cout << "| " << r.at("task").get<std::string>() << " | " << r.at("mode_a").get<std::string>() << " | "
-              << r.at("mode_b").get<std::string>() << " | " << r.at("n") << " | "
-              << format_value(r.at("pass@1_a")) << " | " << format_value(r.at("pass@1_b")) << " | " << r.at("b")
-              << " | " << r.at("c") << " | " << format_value(r.at("p"), "%.4g") << " |\n";
+              << r.at("mode_b").get<std::string>() << " | " << r.at("n") << " | " << format_value(r.at("pass@1_a"))
+              << " | " << format_value(r.at("pass@1_b")) << " | " << r.at("b") << " | " << r.at("c") << " | "
+              << format_value(r.at("p"), "%.4g") << " |\n";
   std::cout << std::flush;
 }
 
@@ -192,7 +219,8 @@ nlohmann::json run_gen_tasks(const EvalArgs& a, LoadedCheckpoint& checkpoint, co
     if (!samples) throw Error("--samples: cannot write '" + path + "'");
   }
   std::cout << (after_mc ? "\n" : "") << "| task | mode | metric | temperature | value | stderr | n |\n"
-            << "|---|---|---|---|---|---|---|\n" << std::flush;
+            << "|---|---|---|---|---|---|---|\n"
+            << std::flush;
   nlohmann::json paired = nlohmann::json::array();
   for (size_t t = 0; t < gen.size(); ++t) {
     const auto outcomes = run_gen_task(a, checkpoint, tokenizer, *find_gen_task(gen[t]), gen_data[t], rows,
@@ -206,7 +234,7 @@ nlohmann::json run_gen_tasks(const EvalArgs& a, LoadedCheckpoint& checkpoint, co
 
 void run_eval(EvalArgs a) {
   Decoding::fused(a.fused_passes, "--fused-passes");  // checked before any work, whatever --mode
-  check_output_file("--out", a.out);  // before any work, not after the whole evaluation
+  check_output_file("--out", a.out);                  // before any work, not after the whole evaluation
   check_output_file(a.samples_path.empty() ? "--out (its .samples.jsonl)" : "--samples", samples_file(a));
   std::vector<std::string> mc, gen;  // task names by kind, in command-line order
   for (const auto& name : a.tasks) (find_gen_task(name) ? gen : mc).push_back(name);
@@ -224,9 +252,9 @@ void run_eval(EvalArgs a) {
   auto checkpoint = load_checkpoint(a.checkpoint, a.device);
   const auto tokenizer = load_run_tokenizer(checkpoint);
   if (chat) a.gen.chat = load_chat_template(checkpoint, *tokenizer, a.chat_template);
-  std::cout << "checkpoint " << checkpoint.model_file << " (step " << checkpoint.info.step << "), data "
-            << a.data_dir << ", seed " << a.options.seed
-            << (chat ? ", chat prompts (" + a.gen.chat->name() + " template)" : "") << "\n";
+  std::cout << "checkpoint " << checkpoint.model_file << " (step " << checkpoint.info.step << "), data " << a.data_dir
+            << ", seed " << a.options.seed << (chat ? ", chat prompts (" + a.gen.chat->name() + " template)" : "")
+            << "\n";
   nlohmann::json rows = nlohmann::json::array(), paired = nlohmann::json::array();
   if (!mc.empty()) {
     std::cout << "| task | mode | metric | value | stderr | n |\n|---|---|---|---|---|---|\n" << std::flush;
@@ -234,10 +262,14 @@ void run_eval(EvalArgs a) {
   }
   if (!gen.empty()) paired = run_gen_tasks(a, checkpoint, *tokenizer, gen, gen_data, !mc.empty(), rows);
   if (!a.out.empty()) {
-    nlohmann::json out{{"checkpoint", checkpoint.model_file}, {"step", checkpoint.info.step},
-                       {"config", checkpoint.info.config.to_json()}, {"data_dir", a.data_dir},
+    nlohmann::json out{{"checkpoint", checkpoint.model_file},
+                       {"step", checkpoint.info.step},
+                       {"config", checkpoint.info.config.to_json()},
+                       {"data_dir", a.data_dir},
                        {"shots", a.options.shots < 0 ? kDefaultMcShots : a.options.shots},
-                       {"seed", a.options.seed}, {"limit", a.options.limit}, {"samples", samples_file(a)},
+                       {"seed", a.options.seed},
+                       {"limit", a.options.limit},
+                       {"samples", samples_file(a)},
                        {"results", rows}};
     if (chat) {
       out["prompt_format"] = "chat";
@@ -253,17 +285,19 @@ void run_eval(EvalArgs a) {
 void add_eval_command(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
   a->options.shots = -1;
-  CLI::App* cmd = app.add_subcommand(
-      "eval", "Few-shot multiple-choice / cloze evaluation (lm-evaluation-harness prompts and metrics) and "
-              "generation tasks (math Pass@1, code pass@k)");
+  CLI::App* cmd =
+      app.add_subcommand("eval",
+                         "Few-shot multiple-choice / cloze evaluation (lm-evaluation-harness prompts and metrics) and "
+                         "generation tasks (math Pass@1, code pass@k)");
   std::vector<std::string> names;
   const auto line = [&](const std::string& name, const std::string& summary, const std::string& files) {
     names.push_back(name);
     return "  " + name + std::string(name.size() < 15 ? 15 - name.size() : 1, ' ') + summary + "\n" +
            std::string(17, ' ') + files + "\n";
   };
-  std::string footer = "\nMultiple-choice tasks (files under --data-dir; the last 100 records of each are the "
-                       "few-shot pool; modes standard, fused):\n";
+  std::string footer =
+      "\nMultiple-choice tasks (files under --data-dir; the last 100 records of each are the "
+      "few-shot pool; modes standard, fused):\n";
   for (const auto& t : builtin_tasks())
     footer += line(t.name, t.summary, t.path + (t.labels_path.empty() ? "" : " + " + t.labels_path));
   footer += "\nGeneration tasks (modes standard, soft, fused; see include/fbt/eval/gen_tasks.h):\n";
@@ -291,12 +325,15 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--seed", a->options.seed, "Seed of the few-shot draws (and of sampling)")
       ->capture_default_str()
       ->check(seed_value());
-  cmd->add_option("--batch", a->batch, "Sequences per forward / generate call")->capture_default_str()->check(integer_range(1));
+  cmd->add_option("--batch", a->batch, "Sequences per forward / generate call")
+      ->capture_default_str()
+      ->check(integer_range(1));
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
   add_threads_option(cmd);
-  add_weights_option(cmd, a->weights)->description(
-      "Weights of the generation tasks' CPU decode step and their prefill: fp32, int8 (Q8_0) or int4 (Q4_0), "
-      "quantised at load; multiple-choice scoring stays fp32");
+  add_weights_option(cmd, a->weights)
+      ->description(
+          "Weights of the generation tasks' CPU decode step and their prefill: fp32, int8 (Q8_0) or int4 (Q4_0), "
+          "quantised at load; multiple-choice scoring stays fp32");
   cmd->add_option("--out", a->out, "Also write the results to this JSON file");
   cmd->add_option("--samples", a->samples_path,
                   "Generation: per-sample JSONL (default: the --out path with extension .samples.jsonl)");

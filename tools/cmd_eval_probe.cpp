@@ -27,8 +27,8 @@ void run_eval_probe(const ProbeArgs& a) {
   const auto tokenizer = load_run_tokenizer(checkpoint);
   std::vector<std::vector<SynthExample>> examples;  // per file; all read before any forward
   for (const auto& f : a.files) examples.push_back(read_synth_jsonl(f));
-  std::cout << "checkpoint " << checkpoint.model_file << " (step " << checkpoint.info.step << "), "
-            << a.options.folds << "-fold grouped CV, l2 " << a.options.l2 << ", seed " << a.options.seed << "\n"
+  std::cout << "checkpoint " << checkpoint.model_file << " (step " << checkpoint.info.step << "), " << a.options.folds
+            << "-fold grouped CV, l2 " << a.options.l2 << ", seed " << a.options.seed << "\n"
             << "| task | layer | standard acc | recurrent acc | majority | n |\n|---|---|---|---|---|---|\n"
             << std::flush;
   nlohmann::json rows = nlohmann::json::array();
@@ -46,15 +46,29 @@ void run_eval_probe(const ProbeArgs& a) {
       std::cout << line << std::flush;
     }
     for (const auto& r : results)
-      rows.push_back({{"task", task}, {"mode", r.mode}, {"metric", "acc"}, {"layer", r.layer},
-                      {"value", r.score.accuracy}, {"stderr", r.score.stderr_}, {"n", n}, {"seed", a.options.seed}});
-    rows.push_back({{"task", task}, {"mode", "baseline"}, {"metric", "majority_acc"}, {"value", results[0].score.majority},
-                    {"n", n}, {"seed", a.options.seed}});
+      rows.push_back({{"task", task},
+                      {"mode", r.mode},
+                      {"metric", "acc"},
+                      {"layer", r.layer},
+                      {"value", r.score.accuracy},
+                      {"stderr", r.score.stderr_},
+                      {"n", n},
+                      {"seed", a.options.seed}});
+    rows.push_back({{"task", task},
+                    {"mode", "baseline"},
+                    {"metric", "majority_acc"},
+                    {"value", results[0].score.majority},
+                    {"n", n},
+                    {"seed", a.options.seed}});
   }
   if (!a.out.empty()) {
-    const nlohmann::json out{{"checkpoint", checkpoint.model_file}, {"step", checkpoint.info.step},
-                             {"config", checkpoint.info.config.to_json()}, {"files", a.files},
-                             {"folds", a.options.folds}, {"l2", a.options.l2}, {"seed", a.options.seed},
+    const nlohmann::json out{{"checkpoint", checkpoint.model_file},
+                             {"step", checkpoint.info.step},
+                             {"config", checkpoint.info.config.to_json()},
+                             {"files", a.files},
+                             {"folds", a.options.folds},
+                             {"l2", a.options.l2},
+                             {"seed", a.options.seed},
                              {"results", rows}};
     write_file_atomic(a.out, out.dump(2) + "\n");
   }
@@ -74,11 +88,15 @@ void add_eval_probe_command(CLI::App& app) {
       "L2-regularised multinomial logistic probe is fitted per layer with grouped k-fold cross-validation.\n");
   cmd->add_option("files", a->files, "JSONL files written by `fbt synth`")->required()->check(CLI::ExistingFile);
   cmd->add_option("--checkpoint", a->checkpoint, "Model file, step directory or run directory")->required();
-  cmd->add_option("--folds", a->options.folds, "Folds of grouped cross-validation")->capture_default_str()->check(integer_range(2));
+  cmd->add_option("--folds", a->options.folds, "Folds of grouped cross-validation")
+      ->capture_default_str()
+      ->check(integer_range(2));
   cmd->add_option("--l2", a->options.l2, "λ of the probe's λ‖W‖² (standardised features)")
       ->capture_default_str()
       ->check(number_range(0, 1e6));
-  cmd->add_option("--max-iter", a->options.max_iter, "L-BFGS iterations per probe")->capture_default_str()->check(integer_range(1));
+  cmd->add_option("--max-iter", a->options.max_iter, "L-BFGS iterations per probe")
+      ->capture_default_str()
+      ->check(integer_range(1));
   cmd->add_option("--seed", a->options.seed, "Seed of the fold assignment")->capture_default_str()->check(seed_value());
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
   add_threads_option(cmd);

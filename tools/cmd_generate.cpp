@@ -35,7 +35,8 @@ std::string read_prompt(const GenerateArgs& a) {
 
 /// Generates once with `decoding`, streaming text to stdout and one timing line to stderr.
 void generate_streaming(FBT& model, const Tokenizer& tokenizer, const std::vector<int64_t>& prompt,
-                        const Decoding& decoding, const GenerateArgs& a, const std::shared_ptr<DecodeBackend>& backend) {
+                        const Decoding& decoding, const GenerateArgs& a,
+                        const std::shared_ptr<DecodeBackend>& backend) {
   GenerationOptions o;
   o.backend = backend;
   o.decoding = decoding;
@@ -59,16 +60,16 @@ void generate_streaming(FBT& model, const Tokenizer& tokenizer, const std::vecto
   char line[256];
   std::snprintf(line, sizeof line,
                 "[%s] %lld tokens in %.3f s: %.1f tokens/s (prompt %lld tokens, first token after %.1f ms)\n",
-                decoding.label().c_str(), static_cast<long long>(n), seconds,
-                seconds > 0 ? n / seconds : 0.0, static_cast<long long>(prompt.size()), first_ms);
+                decoding.label().c_str(), static_cast<long long>(n), seconds, seconds > 0 ? n / seconds : 0.0,
+                static_cast<long long>(prompt.size()), first_ms);
   std::cerr << line << std::flush;
 }
 
 void run_generate(const GenerateArgs& a) {
-  const auto decoding = Decoding::make(enum_from_string<DecodeMode>(a.mode, "--mode"), a.fused_passes, "--fused-passes");
+  const auto decoding =
+      Decoding::make(enum_from_string<DecodeMode>(a.mode, "--mode"), a.fused_passes, "--fused-passes");
   Decoding::fused(a.fused_passes, "--fused-passes");  // checked whatever --mode (--all-modes uses it)
-  if (a.max_new_tokens < 1)
-    throw Error("--max-new-tokens must be >= 1 (got " + std::to_string(a.max_new_tokens) + ")");
+  if (a.max_new_tokens < 1) throw Error("--max-new-tokens must be >= 1 (got " + std::to_string(a.max_new_tokens) + ")");
   a.sampling.validate();  // before any work, even if nothing would be sampled
   const std::string text = read_prompt(a);
   if (text.empty()) throw Error("the prompt is empty");
@@ -76,7 +77,7 @@ void run_generate(const GenerateArgs& a) {
   auto checkpoint = load_checkpoint(a.checkpoint, a.device);
   if (a.dtype == "bf16") {
     require_fp32_weights(checkpoint, "--dtype bf16");
-    checkpoint.model->to(torch::kBFloat16);  // weights, KV cache and states in bf16
+    checkpoint.model->to(torch::kBFloat16);                        // weights, KV cache and states in bf16
     if (checkpoint.model->parameters().front().device().is_cpu())  // back on huge pages, as load_model's
       move_to_huge_pages(checkpoint.model->parameters());
   }
@@ -117,15 +118,17 @@ void add_generate_command(CLI::App& app) {
   auto* prompt = cmd->add_option("--prompt", a->prompt, "Prompt text");
   auto* prompt_file = cmd->add_option("--prompt-file", a->prompt_file, "File holding the prompt text");
   prompt->excludes(prompt_file);
-  auto* mode = cmd->add_option("--mode", a->mode, "Decoding mode: standard, soft or fused (SPEC §7)")
-                   ->capture_default_str();
+  auto* mode =
+      cmd->add_option("--mode", a->mode, "Decoding mode: standard, soft or fused (SPEC §7)")->capture_default_str();
   cmd->add_option("--fused-passes", a->fused_passes, "k of fused(k): extra fused passes over the prompt")
       ->capture_default_str()
       ->check(integer_range(1));
   cmd->add_option("--max-new-tokens", a->max_new_tokens, "Tokens to generate at most (also capped by the context)")
       ->capture_default_str()
       ->check(integer_range(1));
-  cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy")->capture_default_str()->check(temperature_value());
+  cmd->add_option("--temperature", a->sampling.temperature, "0 = greedy")
+      ->capture_default_str()
+      ->check(temperature_value());
   cmd->add_option("--top-k", a->sampling.top_k, "Keep the k most likely tokens (0 or -1 = all, as serve's top_k)")
       ->capture_default_str()
       ->check(integer_range(kMinTopK));
@@ -136,7 +139,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
   add_threads_option(cmd);
   add_weights_option(cmd, a->weights);
-  cmd->add_option("--dtype", a->dtype, "Weights and KV cache: fp32, or bf16 (half the memory traffic; generic decode step)")
+  cmd->add_option("--dtype", a->dtype,
+                  "Weights and KV cache: fp32, or bf16 (half the memory traffic; generic decode step)")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   cmd->add_flag("--all-modes", a->all_modes, "Run standard, soft and fused(k) in turn with the same seed")

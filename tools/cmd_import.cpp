@@ -30,7 +30,8 @@ void run_import(const ImportArgs& a) {
             << " Hkv=" << c.n_kv_heads << " V=" << c.vocab_size << " context " << c.context << ") -> " << a.out << "/"
             << step_dir_name(0) << "\n"
             << "model config: " << c.to_json().dump() << "\n";
-  if (imported.source.contains("tensor_types")) std::cout << "tensor types: " << imported.source.at("tensor_types").dump() << "\n";
+  if (imported.source.contains("tensor_types"))
+    std::cout << "tensor types: " << imported.source.at("tensor_types").dump() << "\n";
   const auto& decoder = imported.hf_tokenizer.value("decoder", nlohmann::json());
   const bool byte_level = decoder.is_object() && decoder.value("type", "") == "ByteLevel";
   const auto& chat_template = imported.hf_tokenizer_config.value("chat_template", nlohmann::json());
@@ -43,9 +44,11 @@ void run_import(const ImportArgs& a) {
 
 void add_import_command(CLI::App& app) {
   auto a = std::make_shared<ImportArgs>();
-  CLI::App* cmd = app.add_subcommand("import", "Import a pretrained model (Hugging Face or GGUF Llama, Qwen2, Qwen3) as an fbt run directory");
+  CLI::App* cmd = app.add_subcommand(
+      "import", "Import a pretrained model (Hugging Face or GGUF Llama, Qwen2, Qwen3) as an fbt run directory");
   cmd->add_option("--from", a->from, "Source format: hf (a model directory) or gguf (a .gguf file)")
-      ->check(CLI::IsMember({"hf", "gguf"}))->capture_default_str();
+      ->check(CLI::IsMember({"hf", "gguf"}))
+      ->capture_default_str();
   cmd->add_option("source", a->source,
                   "hf: model directory (config.json, model.safetensors or a sharded index, tokenizer.json "
                   "[, tokenizer_config.json]); gguf: the .gguf file")
@@ -57,9 +60,11 @@ void add_import_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--context", a->options.context,
                   "Model context in tokens (0: config.json max_position_embeddings or GGUF ARCH.context_length)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--gate-init-std", a->options.fusion_gate_init_std, "Std of the fusion gate W_G at init")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--seed", a->options.seed, "Seed of W_G's draw")->capture_default_str();
   cmd->callback([a] { run_import(*a); });
 }

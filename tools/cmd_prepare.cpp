@@ -15,10 +15,12 @@ void add_prepare_command(CLI::App& app) {
       "prepare", "Tokenize a corpus into DIR/{train.bin,val.bin,meta.json[,tokenizer.model|tokenizer.json]}");
   cmd->add_option("--input", opts->inputs,
                   "Corpus: text files, directories (recursive) or *.jsonl; documents are "
-                  "separated by EOS")->required();
+                  "separated by EOS")
+      ->required();
   cmd->add_option("--out", opts->out_dir, "Output data directory")->required();
   cmd->add_option("--tokenizer", opts->tokenizer, "bpe (sentencepiece) or byte (256 bytes + specials)")
-      ->check(CLI::IsMember({"bpe", "byte"}))->capture_default_str();
+      ->check(CLI::IsMember({"bpe", "byte"}))
+      ->capture_default_str();
   CLI::Option* vocab = cmd->add_option("--vocab-size", opts->vocab_size, "BPE vocab size to train")
                            ->capture_default_str()
                            ->check(integer_range(kMinBpeVocab, kMaxBpeVocab));
@@ -31,11 +33,13 @@ void add_prepare_command(CLI::App& app) {
   cmd->add_option("--tokenizer-model", opts->tokenizer_model,
                   "Reuse a tokenizer instead of training one: a sentencepiece .model, a Hugging Face "
                   "tokenizer.json, or a directory holding one (an imported run's RUNDIR/tokenizer keeps the "
-                  "model's vocab size)")->excludes(vocab);
+                  "model's vocab size)")
+      ->excludes(vocab);
   cmd->add_option("--text-field", opts->text_field, "JSONL field holding the text")->capture_default_str();
   cmd->add_option("--doc-split", opts->doc_split,
                   "Documents of text files: file (one per file) or blank (blank-line blocks)")
-      ->check(CLI::IsMember({"file", "blank"}))->capture_default_str();
+      ->check(CLI::IsMember({"file", "blank"}))
+      ->capture_default_str();
   cmd->add_option("--conversations", opts->conversations,
                   "Prepare conversations for SFT instead of a text corpus: JSONL in the format messages "
                   "({\"messages\": [{\"role\", \"content\"}]}), alpaca or gsm8k, rendered by the chat template "
@@ -44,7 +48,8 @@ void add_prepare_command(CLI::App& app) {
   cmd->add_option("--chat-template", opts->chat_template,
                   "With --conversations: auto (the tokenizer's own template; fbt's native one for fbt tokenizers), "
                   "chatml, llama3 or fbt")
-      ->check(CLI::IsMember({"auto", "chatml", "llama3", "fbt"}))->capture_default_str();
+      ->check(CLI::IsMember({"auto", "chatml", "llama3", "fbt"}))
+      ->capture_default_str();
   cmd->add_flag("--force", opts->force, "Overwrite a different dataset already in --out");
   cmd->callback([opts, vocab] {
     check_output_dir("--out", opts->out_dir);

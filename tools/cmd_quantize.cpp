@@ -23,16 +23,19 @@ struct QuantizeArgs {
 };
 
 void run_quantize(const QuantizeArgs& a) {
-  if (a.weights != "int8" && a.weights != "int4") throw Error("--weights: expected int8 or int4, got '" + a.weights + "'");
+  if (a.weights != "int8" && a.weights != "int4")
+    throw Error("--weights: expected int8 or int4, got '" + a.weights + "'");
   check_new_directory(a.out);  // before the work, not after it
   auto checkpoint = load_checkpoint(a.checkpoint, "cpu");
   require_fp32_weights(checkpoint, "fbt quantize");
   if (!CpuDecoder::supports(checkpoint.model))
-    throw Error("--checkpoint '" + checkpoint.model_file + "': the CPU decode step cannot run this model (attention "
+    throw Error("--checkpoint '" + checkpoint.model_file +
+                "': the CPU decode step cannot run this model (attention "
                 "biases or scaled RoPE), so a quantised run of it could not be decoded");
   const auto source_tokenizer = fs::path(run_dir_of(checkpoint.model_file)) / "tokenizer";
   if (!fs::is_directory(source_tokenizer))
-    throw Error("--checkpoint '" + checkpoint.model_file + "' has no tokenizer directory '" + source_tokenizer.string() + "'");
+    throw Error("--checkpoint '" + checkpoint.model_file + "' has no tokenizer directory '" +
+                source_tokenizer.string() + "'");
   CpuDecoderOptions options;
   options.weights = parse_decode_weights(a.weights, "--weights");
   const CpuDecoder decoder(checkpoint.model, options);  // the matrices exactly as --weights quantises them
@@ -65,9 +68,11 @@ void run_quantize(const QuantizeArgs& a) {
 void add_quantize_command(CLI::App& app) {
   auto a = std::make_shared<QuantizeArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "quantize", "Write a run whose matrix products are Q8_0 (int8) or Q4_0 (int4, head Q8_0) blocks: generate, chat, "
-                  "serve and eval's generation tasks load it without the fp32 matrices");
-  cmd->add_option("--checkpoint", a->checkpoint, "Run directory, step directory or model.safetensors (fp32)")->required();
+      "quantize",
+      "Write a run whose matrix products are Q8_0 (int8) or Q4_0 (int4, head Q8_0) blocks: generate, chat, "
+      "serve and eval's generation tasks load it without the fp32 matrices");
+  cmd->add_option("--checkpoint", a->checkpoint, "Run directory, step directory or model.safetensors (fp32)")
+      ->required();
   cmd->add_option("--weights", a->weights, "int8 (Q8_0 blocks) or int4 (Q4_0 blocks, the head Q8_0)")
       ->check(CLI::IsMember({"int8", "int4"}))
       ->required();

@@ -68,8 +68,8 @@ void run_serve(const ServeArgs& a) {
                                parse_decode_weights(run_weights(checkpoint, a.weights), "--weights")};
   engine_options.prequantized = checkpoint.info.quantized;
   Engine engine(checkpoint.model, engine_options);
-  ServedModel served{name, tokenizer.get(), chat ? &*chat : nullptr, checkpoint.model->config().context, mode,
-                     a.fused_passes};
+  ServedModel served{name, tokenizer.get(), chat ? &*chat : nullptr, checkpoint.model->config().context,
+                     mode, a.fused_passes};
   HttpServerOptions options{a.host, a.port, a.api_key, a.max_batch + a.max_queue + 4};
   HttpServer server(engine, served, options);
   const int port = server.bind();
@@ -103,9 +103,10 @@ void run_serve(const ServeArgs& a) {
 
 void add_serve_command(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "serve", "OpenAI-compatible HTTP server: /v1/completions, /v1/chat/completions, /v1/models, /health, "
-               "/metrics and a chat page at /");
+  CLI::App* cmd =
+      app.add_subcommand("serve",
+                         "OpenAI-compatible HTTP server: /v1/completions, /v1/chat/completions, /v1/models, /health, "
+                         "/metrics and a chat page at /");
   cmd->add_option("--checkpoint", a->checkpoint, "Model file, step directory or run directory")->required();
   cmd->add_option("--host", a->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", a->port, "Port to listen on (0: any free port, printed at start)")

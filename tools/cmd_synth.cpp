@@ -40,10 +40,12 @@ void add_synth_command(CLI::App& app) {
   auto o = std::make_shared<SynthOptions>();
   auto out = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand(
-      "synth", "Generate a synthetic task as JSON lines: state tracking for `fbt eval-probe` (paper §4.4, App. F), "
-               "or arithmetic word problems for SFT and `fbt eval arithmetic`");
+      "synth",
+      "Generate a synthetic task as JSON lines: state tracking for `fbt eval-probe` (paper §4.4, App. F), "
+      "or arithmetic word problems for SFT and `fbt eval arithmetic`");
   cmd->footer(
-      "\nTasks (state tracking: templates in include/fbt/data/synth.h; each text ends in a colon, the label is the answer):\n"
+      "\nTasks (state tracking: templates in include/fbt/data/synth.h; each text ends in a colon, the label is the "
+      "answer):\n"
       "  completion   tasks started/finished, query \"is task X done:\" -> yes|no\n"
       "  memory       \"key K is V.\", D distractor lines, query \"value of K:\" -> red|green|blue|gold\n"
       "  registers    W writes \"set rI to V.\" to R registers, query \"register rI:\" -> last value 0-3\n"
@@ -55,12 +57,16 @@ void add_synth_command(CLI::App& app) {
       ->required()
       ->check(CLI::IsMember(tasks));
   cmd->add_option("--out", *out, "Output JSONL file")->required();
-  cmd->add_option("--n", o->n, "Examples per distractor count (arithmetic: problems)")->capture_default_str()->check(integer_range(1));
+  cmd->add_option("--n", o->n, "Examples per distractor count (arithmetic: problems)")
+      ->capture_default_str()
+      ->check(integer_range(1));
   cmd->add_option("--distractors", o->distractors, "Distractor line counts, comma-separated")
       ->delimiter(',')
       ->capture_default_str()
       ->check(integer_range(0));
-  cmd->add_option("--registers", o->registers, "Registers R (registers task)")->capture_default_str()->check(integer_range(1));
+  cmd->add_option("--registers", o->registers, "Registers R (registers task)")
+      ->capture_default_str()
+      ->check(integer_range(1));
   cmd->add_option("--writes", o->writes, "Writes W (registers task)")->capture_default_str()->check(integer_range(1));
   auto a = std::make_shared<ArithmeticOptions>();
   cmd->add_option("--min-ops", a->min_ops, "Fewest operations per problem (arithmetic task)")->capture_default_str();

@@ -37,7 +37,8 @@ Bandwidth measure_bandwidth(int threads, int reps, int64_t bytes_per_array) {
   if (threads < 1) throw Error("measure_bandwidth: threads must be >= 1 (got " + std::to_string(threads) + ")");
   if (reps < 1) throw Error("measure_bandwidth: reps must be >= 1 (got " + std::to_string(reps) + ")");
   const int64_t n_words = bytes_per_array / 8, n_floats = bytes_per_array / 4;
-  if (n_words < 64 * threads) throw Error("measure_bandwidth: arrays too small for " + std::to_string(threads) + " threads");
+  if (n_words < 64 * threads)
+    throw Error("measure_bandwidth: arrays too small for " + std::to_string(threads) + " threads");
   Bandwidth bw;
   {
     std::vector<uint64_t> words(n_words);
@@ -48,7 +49,8 @@ Bandwidth measure_bandwidth(int threads, int reps, int64_t bytes_per_array) {
       // stream alone leaves the memory system idle between its prefetches.
       const auto [begin, end] = slice(n_words, t, T);
       const int64_t quarter = (end - begin) / 4;
-      const uint64_t* q[4] = {&words[begin], &words[begin + quarter], &words[begin + 2 * quarter], &words[begin + 3 * quarter]};
+      const uint64_t* q[4] = {&words[begin], &words[begin + quarter], &words[begin + 2 * quarter],
+                              &words[begin + 3 * quarter]};
       uint64_t sum = 0;  // integers: the compiler may vectorise the sums without reordering floats
       for (int64_t i = 0; i < quarter; ++i) sum += q[0][i] + q[1][i] + q[2][i] + q[3][i];
       for (int64_t i = begin + 4 * quarter; i < end; ++i) sum += words[i];

@@ -69,7 +69,8 @@ torch::Tensor random_tokens(const ModelConfig& config, int64_t batch, int64_t le
 
 std::vector<double> time_repeated(const torch::Device& device, int64_t warmup, int64_t reps,
                                   const std::function<void()>& fn) {
-  return time_with_setup(device, warmup, reps, [] {}, fn);
+  return time_with_setup(
+      device, warmup, reps, [] {}, fn);
 }
 
 int64_t matmul_weights_per_token(const ModelConfig& c, bool fused) {
@@ -99,8 +100,8 @@ double measure_matmul_peak(const torch::Device& device, torch::ScalarType dtype,
   return 2.0 * double(n) * double(n) * double(n) / Stats::of(seconds).min;
 }
 
-BenchResult bench_train_step(FBT& model, const TrainConfig& train, int64_t batch, int64_t seq,
-                             int64_t passes, int64_t warmup, int64_t reps, uint64_t seed) {
+BenchResult bench_train_step(FBT& model, const TrainConfig& train, int64_t batch, int64_t seq, int64_t passes,
+                             int64_t warmup, int64_t reps, uint64_t seed) {
   if (seq > model->config().context)
     throw Error("--train-seq " + std::to_string(seq) + " exceeds the model context " +
                 std::to_string(model->config().context));
@@ -134,10 +135,8 @@ BenchResult bench_prefill(FBT& model, const Decoding& decoding, int64_t batch, i
   auto valid = torch::ones({batch, context}, torch::dtype(torch::kBool).device(device));
   KVCache cache(model->config(), batch, context, model->parameters().front().options());
   reset_peak_memory(device);
-  const auto seconds = time_with_setup(device, warmup, reps, [&] { cache.clear(); },
-                                       [&] {
-                                         backend.prefill(tokens, valid, decoding, cache);
-                                       });
+  const auto seconds = time_with_setup(
+      device, warmup, reps, [&] { cache.clear(); }, [&] { backend.prefill(tokens, valid, decoding, cache); });
   return result_of(seconds, double(batch * context), device);
 }
 
@@ -162,7 +161,9 @@ DecodeComparison bench_decode_modes(FBT& model, BenchDecoder decoder, int64_t ba
   std::shared_ptr<CpuDecoder> fast;  // the Cpu step, for its weight bytes too
   if (decoder == BenchDecoder::Cpu) fast = std::make_shared<CpuDecoder>(model, cpu_options);
   const bool graph = decoder == BenchDecoder::Graph;
-  const auto backend = graph ? graph_backend(model, /*use_graph=*/true) : fast ? cpu_backend(fast) : torch_backend(model);
+  const auto backend = graph  ? graph_backend(model, /*use_graph=*/true)
+                       : fast ? cpu_backend(fast)
+                              : torch_backend(model);
   if (graph) caches[1].emplace(model->config(), batch, context + new_tokens, options);
   const std::array<DecodeMode, 2> modes{DecodeMode::Standard, DecodeMode::Soft};
   // Prefill (untimed; by the decoder that decodes, as fbt generate) of `cache`; returns the first tokens [B].
@@ -219,8 +220,12 @@ DecodeComparison bench_decode_modes(FBT& model, BenchDecoder decoder, int64_t ba
   int64_t kv_bytes = 0;
   for (const auto* layers : {&caches[0]->k, &caches[0]->v})
     for (const auto& t : *layers) kv_bytes += int64_t(t.nbytes());
-  return {result(0), result(1), Stats::of(overhead), fast ? fast->matmul_weight_bytes(false) : -1,
-          fast ? fast->matmul_weight_bytes(true) : -1, kv_bytes};
+  return {result(0),
+          result(1),
+          Stats::of(overhead),
+          fast ? fast->matmul_weight_bytes(false) : -1,
+          fast ? fast->matmul_weight_bytes(true) : -1,
+          kv_bytes};
 }
 
 }  // namespace fbt

@@ -65,8 +65,8 @@ RenderedChat tokenize_pieces(const Tokenizer& tokenizer, const std::vector<Piece
 /// reply is scored.
 void append_whole(const HfBpeTokenizer& tokenizer, std::vector<Piece>::const_iterator begin,
                   std::vector<Piece>::const_iterator end, RenderedChat& r) {
-  std::string text, normalized;                    // normalized: what the token bytes spell
-  std::vector<std::pair<size_t, size_t>> spans;    // scored byte ranges [begin, end) of `normalized`
+  std::string text, normalized;                  // normalized: what the token bytes spell
+  std::vector<std::pair<size_t, size_t>> spans;  // scored byte ranges [begin, end) of `normalized`
   for (auto p = begin; p != end; ++p) {
     const std::string n = tokenizer.normalize(p->text);
     if (p->scored && !n.empty()) {
@@ -139,15 +139,19 @@ ChatTemplate ChatTemplate::for_tokenizer(const Tokenizer& tokenizer, const std::
   const std::string jinja = hf ? hf->chat_template() : "";
   ChatFormat format;
   if (name.empty() || name == "auto") {
-    const std::string hint = "; pass --chat-template chatml, llama3 or fbt to render the conversation in one of "
-                             "the formats fbt knows (include/fbt/data/chat_template.h)";
+    const std::string hint =
+        "; pass --chat-template chatml, llama3 or fbt to render the conversation in one of "
+        "the formats fbt knows (include/fbt/data/chat_template.h)";
     if (!hf) {
       format = ChatFormat::Fbt;
     } else if (jinja.empty()) {
       throw Error(origin + ": the tokenizer has no chat template" + hint);
-    } else if (jinja.find("<think>") != std::string::npos || jinja.find("Cutting Knowledge Date") != std::string::npos) {
-      throw Error(origin + ": a chat template with reasoning or date blocks (Qwen3, Llama-3.1+) that fbt does not "
-                  "render" + hint);
+    } else if (jinja.find("<think>") != std::string::npos ||
+               jinja.find("Cutting Knowledge Date") != std::string::npos) {
+      throw Error(origin +
+                  ": a chat template with reasoning or date blocks (Qwen3, Llama-3.1+) that fbt does not "
+                  "render" +
+                  hint);
     } else if (jinja.find("<|im_start|>") != std::string::npos) {
       format = ChatFormat::ChatML;
     } else if (jinja.find("<|start_header_id|>") != std::string::npos) {
@@ -169,7 +173,8 @@ ChatTemplate ChatTemplate::for_tokenizer(const Tokenizer& tokenizer, const std::
   auto single = [&](const std::string& token) {  // the id of a special token the format needs
     const auto ids = tokenizer.encode(token);
     if (ids.size() != 1)
-      throw Error(origin + ": the tokenizer has no " + token + " token, which the " + t.name() + " chat template needs");
+      throw Error(origin + ": the tokenizer has no " + token + " token, which the " + t.name() +
+                  " chat template needs");
     return ids[0];
   };
   switch (format) {
@@ -185,9 +190,7 @@ ChatTemplate ChatTemplate::for_tokenizer(const Tokenizer& tokenizer, const std::
       single("<|end_header_id|>");
       t.end_of_turn_ = single("<|eot_id|>");
       break;
-    case ChatFormat::Fbt:
-      t.end_of_turn_ = tokenizer.eos_id();
-      break;
+    case ChatFormat::Fbt: t.end_of_turn_ = tokenizer.eos_id(); break;
   }
   return t;
 }

@@ -31,10 +31,14 @@ std::pair<size_t, bool> utf8_subpart(std::string_view s) {
   if (lead < 0x80) return {1, true};
   size_t need;
   unsigned char lo = 0x80, hi = 0xBF;  // the valid range of the second byte (Unicode Table 3-7)
-  if (lead >= 0xC2 && lead <= 0xDF) need = 2;
-  else if (lead >= 0xE0 && lead <= 0xEF) need = 3, lo = lead == 0xE0 ? 0xA0 : 0x80, hi = lead == 0xED ? 0x9F : 0xBF;
-  else if (lead >= 0xF0 && lead <= 0xF4) need = 4, lo = lead == 0xF0 ? 0x90 : 0x80, hi = lead == 0xF4 ? 0x8F : 0xBF;
-  else return {1, false};
+  if (lead >= 0xC2 && lead <= 0xDF)
+    need = 2;
+  else if (lead >= 0xE0 && lead <= 0xEF)
+    need = 3, lo = lead == 0xE0 ? 0xA0 : 0x80, hi = lead == 0xED ? 0x9F : 0xBF;
+  else if (lead >= 0xF0 && lead <= 0xF4)
+    need = 4, lo = lead == 0xF0 ? 0x90 : 0x80, hi = lead == 0xF4 ? 0x8F : 0xBF;
+  else
+    return {1, false};
   size_t n = 1;
   for (; n < need && n < s.size(); ++n) {
     const unsigned char c = b(n);
@@ -50,8 +54,10 @@ std::string utf8_lossy(std::string_view text) {
   out.reserve(text.size());
   while (!text.empty()) {
     const auto [n, whole] = utf8_subpart(text);
-    if (whole) out += text.substr(0, n);
-    else out += kReplacement;
+    if (whole)
+      out += text.substr(0, n);
+    else
+      out += kReplacement;
     text.remove_prefix(n);
   }
   return out;
@@ -70,13 +76,13 @@ std::string nfc(std::string_view text) {
   if (unorm2_isNormalized(norm, reinterpret_cast<const UChar*>(utf16.data()), len, &status) && U_SUCCESS(status))
     return std::string(text);
   std::u16string normalized(utf16.size() * 3 + 16, u'\0');  // NFC expands by at most 3x
-  const int32_t n = unorm2_normalize(norm, reinterpret_cast<const UChar*>(utf16.data()), len,
-                                     reinterpret_cast<UChar*>(normalized.data()),
-                                     static_cast<int32_t>(normalized.size()), &status);
+  const int32_t n =
+      unorm2_normalize(norm, reinterpret_cast<const UChar*>(utf16.data()), len,
+                       reinterpret_cast<UChar*>(normalized.data()), static_cast<int32_t>(normalized.size()), &status);
   if (U_FAILURE(status)) throw Error(icu_error("unorm2_normalize", status));
   std::string out(static_cast<size_t>(n) * 3 + 1, '\0');
-  u_strToUTF8(out.data(), static_cast<int32_t>(out.size()), &len, reinterpret_cast<const UChar*>(normalized.data()),
-              n, &status);
+  u_strToUTF8(out.data(), static_cast<int32_t>(out.size()), &len, reinterpret_cast<const UChar*>(normalized.data()), n,
+              &status);
   if (U_FAILURE(status)) throw Error(icu_error("u_strToUTF8", status));
   out.resize(static_cast<size_t>(len));
   return out;
@@ -93,8 +99,8 @@ Regex::Regex(const std::string& pattern, bool literal, const std::string& origin
   int error = 0;
   PCRE2_SIZE offset = 0;
   const uint32_t options = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);  // LITERAL refuses UCP
-  code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &error,
-                              &offset, nullptr);
+  code_->code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &error, &offset, nullptr);
   if (!code_->code) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof message);
@@ -135,7 +141,8 @@ HfPreTokenizer HfPreTokenizer::from_json(const nlohmann::json& p, const std::str
   HfPreTokenizer out;
   if (p.is_object() && p.value("type", "") == "Metaspace") {
     auto m = std::make_shared<Metaspace>();
-    const auto& replacement = p.contains("replacement") ? p.at("replacement") : nlohmann::json("\xE2\x96\x81");  // HF's default, U+2581
+    const auto& replacement =
+        p.contains("replacement") ? p.at("replacement") : nlohmann::json("\xE2\x96\x81");  // HF's default, U+2581
     if (!replacement.is_string() || replacement.get<std::string>().empty() ||
         !is_valid_utf8(replacement.get<std::string>()))
       throw Error(origin + ": field pre_tokenizer.replacement must be a non-empty string");
@@ -143,14 +150,21 @@ HfPreTokenizer HfPreTokenizer::from_json(const nlohmann::json& p, const std::str
     // tokenizers < 0.19 wrote add_prefix_space instead of prepend_scheme.
     const std::string scheme = p.contains("prepend_scheme") && p.at("prepend_scheme").is_string()
                                    ? p.at("prepend_scheme").get<std::string>()
-                                   : p.value("add_prefix_space", true) ? "always" : "never";
-    if (scheme == "always") m->prepend = Metaspace::Prepend::Always;
-    else if (scheme == "first") m->prepend = Metaspace::Prepend::First;
-    else if (scheme == "never") m->prepend = Metaspace::Prepend::Never;
-    else throw Error(origin + ": field pre_tokenizer.prepend_scheme is \"" + scheme + "\" (expected always, first or never)");
+                               : p.value("add_prefix_space", true) ? "always"
+                                                                   : "never";
+    if (scheme == "always")
+      m->prepend = Metaspace::Prepend::Always;
+    else if (scheme == "first")
+      m->prepend = Metaspace::Prepend::First;
+    else if (scheme == "never")
+      m->prepend = Metaspace::Prepend::Never;
+    else
+      throw Error(origin + ": field pre_tokenizer.prepend_scheme is \"" + scheme +
+                  "\" (expected always, first or never)");
     const auto& split = p.contains("split") ? p.at("split") : nlohmann::json(true);
     if (!split.is_boolean()) throw Error(origin + ": field pre_tokenizer.split is not a boolean");
-    if (split.get<bool>()) m->split = std::make_shared<Regex>(m->replacement, true, origin + ": field pre_tokenizer.replacement");
+    if (split.get<bool>())
+      m->split = std::make_shared<Regex>(m->replacement, true, origin + ": field pre_tokenizer.replacement");
     out.metaspace_ = std::move(m);
     return out;
   }
@@ -167,7 +181,8 @@ HfPreTokenizer HfPreTokenizer::from_json(const nlohmann::json& p, const std::str
 }
 
 void HfPreTokenizer::add(const nlohmann::json& p, const std::string& origin, const std::string& field, bool last) {
-  const std::string type = p.is_object() && p.contains("type") && p.at("type").is_string() ? p.at("type").get<std::string>() : "";
+  const std::string type =
+      p.is_object() && p.contains("type") && p.at("type").is_string() ? p.at("type").get<std::string>() : "";
   auto flag = [&](const char* key, bool fallback) {
     if (!p.contains(key)) return fallback;
     if (!p.at(key).is_boolean()) throw Error(origin + ": field " + field + "." + key + " is not a boolean");
@@ -175,7 +190,8 @@ void HfPreTokenizer::add(const nlohmann::json& p, const std::string& origin, con
   };
   if (type == "ByteLevel") {
     if (!last)
-      throw Error(origin + ": field " + field + " is a ByteLevel pre-tokenizer before another one; only a "
+      throw Error(origin + ": field " + field +
+                  " is a ByteLevel pre-tokenizer before another one; only a "
                   "ByteLevel last is supported");
     if (flag("add_prefix_space", true)) steps_.push_back({nullptr, Behavior::Isolated, false});
     if (flag("use_regex", true))
@@ -199,8 +215,10 @@ void HfPreTokenizer::add(const nlohmann::json& p, const std::string& origin, con
   if (!literal && !(pattern.is_object() && pattern.contains("Regex") && pattern.at("Regex").is_string()))
     throw Error(origin + ": field " + field + ".pattern must be {\"Regex\": ...} or {\"String\": ...}");
   static const std::vector<std::pair<std::string, Behavior>> behaviors = {
-      {"Removed", Behavior::Removed}, {"Isolated", Behavior::Isolated},
-      {"MergedWithPrevious", Behavior::MergedWithPrevious}, {"MergedWithNext", Behavior::MergedWithNext},
+      {"Removed", Behavior::Removed},
+      {"Isolated", Behavior::Isolated},
+      {"MergedWithPrevious", Behavior::MergedWithPrevious},
+      {"MergedWithNext", Behavior::MergedWithNext},
       {"Contiguous", Behavior::Contiguous}};
   const std::string behavior = p.value("behavior", "");
   const auto it = std::find_if(behaviors.begin(), behaviors.end(), [&](const auto& b) { return b.first == behavior; });
@@ -235,14 +253,18 @@ std::vector<std::string> HfPreTokenizer::apply(const Step& step, std::string_vie
   for (const Span& s : spans) {
     bool merge = false;
     switch (step.behavior) {
-      case Behavior::Removed: if (s.match) continue; break;
+      case Behavior::Removed:
+        if (s.match) continue;
+        break;
       case Behavior::Isolated: break;
       case Behavior::Contiguous: merge = s.match == previous_match; break;
       case Behavior::MergedWithPrevious:
       case Behavior::MergedWithNext: merge = s.match && !previous_match; break;
     }
-    if (merge && !kept.empty()) (reverse ? kept.back().begin : kept.back().end) = reverse ? s.begin : s.end;
-    else kept.push_back(s);
+    if (merge && !kept.empty())
+      (reverse ? kept.back().begin : kept.back().end) = reverse ? s.begin : s.end;
+    else
+      kept.push_back(s);
     previous_match = s.match;
   }
   if (reverse) std::reverse(kept.begin(), kept.end());

@@ -130,7 +130,8 @@ int64_t post_processor_bos(const nlohmann::json& pp, const std::string& origin, 
     int64_t bos = -1;
     const auto& list = pp.at("processors");
     for (size_t i = 0; i < list.size(); ++i)
-      if (const int64_t id = post_processor_bos(list[i], origin, field + ".processors[" + std::to_string(i) + "]"); id >= 0)
+      if (const int64_t id = post_processor_bos(list[i], origin, field + ".processors[" + std::to_string(i) + "]");
+          id >= 0)
         bos = id;
     return bos;
   }
@@ -204,20 +205,20 @@ struct HfBpeTokenizer::Model {
   int64_t vocab = 0, unk = -1;
   HfSpecialIds specials;
   bool nfc = false, ignore_merges = false;
-  bool byte_level = true;             // ByteLevel decoder and alphabet; false: SentencePiece-style
+  bool byte_level = true;  // ByteLevel decoder and alphabet; false: SentencePiece-style
   bool byte_fallback = false, fuse_unk = false;
-  PieceDecoder piece_decoder;         // when !byte_level
+  PieceDecoder piece_decoder;                          // when !byte_level
   std::unordered_map<std::string, int64_t> piece_ids;  // model.vocab spelling -> id (SentencePiece-style symbols)
   std::array<int64_t, 256> fallback_id{};              // the "<0xNN>" tokens; -1 if absent
   std::vector<bool> byte_piece;                        // ids that decode as one byte (ByteFallback)
   HfPreTokenizer pre;
-  std::vector<Added> added;                                 // longest first
-  std::array<bool, 256> starts_added{};                     // first bytes of the added tokens
-  std::unordered_map<std::string, int64_t> bpe_vocab;       // raw bytes -> id (ByteLevel-alphabet tokens)
-  std::unordered_map<std::string, int64_t> by_content;      // tokenizer.json spelling -> id
-  std::array<int64_t, 256> byte_id{};                       // the one-byte tokens; -1 if absent
+  std::vector<Added> added;                                          // longest first
+  std::array<bool, 256> starts_added{};                              // first bytes of the added tokens
+  std::unordered_map<std::string, int64_t> bpe_vocab;                // raw bytes -> id (ByteLevel-alphabet tokens)
+  std::unordered_map<std::string, int64_t> by_content;               // tokenizer.json spelling -> id
+  std::array<int64_t, 256> byte_id{};                                // the one-byte tokens; -1 if absent
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges;  // (left << 32 | right) -> (rank, merged)
-  std::vector<std::string> id_bytes;                        // id -> decoded bytes ("" for padding ids)
+  std::vector<std::string> id_bytes;                                 // id -> decoded bytes ("" for padding ids)
   mutable std::mutex cache_mutex;
   mutable std::unordered_map<std::string, std::vector<int64_t>> cache;
 
@@ -242,17 +243,20 @@ void HfBpeTokenizer::Model::read_decoder(const nlohmann::json& d, const std::str
   byte_level = false;
   if (type_of(d) == "Metaspace") {
     piece_decoder.replaces.emplace_back(d.value("replacement", "\xE2\x96\x81"), " ");  // HF's default, U+2581
-    piece_decoder.strip_start = d.value("prepend_scheme", d.value("add_prefix_space", true) ? "always" : "never") != "never";
+    piece_decoder.strip_start =
+        d.value("prepend_scheme", d.value("add_prefix_space", true) ? "always" : "never") != "never";
     return;
   }
-  if (type_of(d) != "Sequence" || !d.contains("decoders") || !d.at("decoders").is_array()) throw unsupported("decoder", d);
+  if (type_of(d) != "Sequence" || !d.contains("decoders") || !d.at("decoders").is_array())
+    throw unsupported("decoder", d);
   bool fused = false, stripped = false;
   for (size_t i = 0; i < d.at("decoders").size(); ++i) {
     const auto& step = d.at("decoders")[i];
     const std::string field = "decoder.decoders[" + std::to_string(i) + "]", type = type_of(step);
     if (stripped) throw unsupported(field, step);
     if (type == "Replace" && !fused && step.contains("pattern") && step.at("pattern").contains("String")) {
-      piece_decoder.replaces.emplace_back(step.at("pattern").at("String").get<std::string>(), step.at("content").get<std::string>());
+      piece_decoder.replaces.emplace_back(step.at("pattern").at("String").get<std::string>(),
+                                          step.at("content").get<std::string>());
     } else if (type == "ByteFallback" && !fused) {
       piece_decoder.byte_fallback = true;
     } else if (type == "Fuse") {
@@ -280,7 +284,8 @@ std::string HfBpeTokenizer::Model::spelling(const std::string& token, int64_t id
   }
   std::string out = token;
   for (const auto& [from, to] : piece_decoder.replaces)
-    for (size_t pos = 0; (pos = out.find(from, pos)) != std::string::npos; pos += to.size()) out.replace(pos, from.size(), to);
+    for (size_t pos = 0; (pos = out.find(from, pos)) != std::string::npos; pos += to.size())
+      out.replace(pos, from.size(), to);
   return out;
 }
 
@@ -294,10 +299,11 @@ int64_t HfBpeTokenizer::Model::checked_id(const nlohmann::json& id, const std::s
 
 void HfBpeTokenizer::Model::read_model(const nlohmann::json& model, const std::string& origin) {
   const std::string type = model.value("type", "");
-  if (type != "BPE")
-    throw Error(origin + ": field model.type is \"" + type + "\"; only BPE models are supported");
+  if (type != "BPE") throw Error(origin + ": field model.type is \"" + type + "\"; only BPE models are supported");
   const auto unsupported = [&](const char* key, bool set) {
-    if (set) throw Error(origin + ": field model." + std::string(key) + " is " + model.at(key).dump() + ", which is not supported");
+    if (set)
+      throw Error(origin + ": field model." + std::string(key) + " is " + model.at(key).dump() +
+                  ", which is not supported");
   };
   const auto non_empty = [&](const char* key) {
     return model.contains(key) && !model.at(key).is_null() && model.at(key) != "";
@@ -326,7 +332,8 @@ void HfBpeTokenizer::Model::read_model(const nlohmann::json& model, const std::s
   byte_id.fill(-1);
   fallback_id.fill(-1);
   for (int b = 0; b < 256; ++b) {
-    if (const auto it = spelled.find(byte_char(static_cast<unsigned char>(b))); it != spelled.end()) byte_id[b] = it->second;
+    if (const auto it = spelled.find(byte_char(static_cast<unsigned char>(b))); it != spelled.end())
+      byte_id[b] = it->second;
     char hex[8];
     std::snprintf(hex, sizeof hex, "<0x%02X>", b);  // HF BPE's byte-fallback spelling, format!("<{:#04X}>", b)
     if (const auto it = spelled.find(hex); it != spelled.end()) fallback_id[b] = it->second;
@@ -338,7 +345,8 @@ void HfBpeTokenizer::Model::read_model(const nlohmann::json& model, const std::s
     if (m.is_string()) {
       const std::string s = m.get<std::string>();
       const size_t space = s.find(' ');
-      if (space == std::string::npos) throw Error(origin + ": field model.merges[" + std::to_string(rank) + "] is not \"a b\"");
+      if (space == std::string::npos)
+        throw Error(origin + ": field model.merges[" + std::to_string(rank) + "] is not \"a b\"");
       left = s.substr(0, space), right = s.substr(space + 1);
     } else {
       left = m.at(0).get<std::string>(), right = m.at(1).get<std::string>();
@@ -359,8 +367,8 @@ void HfBpeTokenizer::Model::read_added(const nlohmann::json& tokens, const std::
     const auto& t = tokens[i];
     const std::string field = "added_tokens[" + std::to_string(i) + "]";
     Added a{t.at("content").get<std::string>(), checked_id(t.at("id"), origin, field + ".id"),
-            t.value("lstrip", false), t.value("rstrip", false), t.value("single_word", false),
-            t.value("normalized", !t.value("special", false))};
+            t.value("lstrip", false),           t.value("rstrip", false),
+            t.value("single_word", false),      t.value("normalized", !t.value("special", false))};
     if (a.content.empty()) throw Error(origin + ": field " + field + ".content is empty");
     by_content[a.content] = a.id;
     id_bytes[static_cast<size_t>(a.id)] = spelling(a.content, a.id);
@@ -368,14 +376,15 @@ void HfBpeTokenizer::Model::read_added(const nlohmann::json& tokens, const std::
     starts_added[static_cast<unsigned char>(a.content[0])] = true;
     added.push_back(std::move(a));
   }
-  std::stable_sort(added.begin(), added.end(), [](const Added& a, const Added& b) { return a.content.size() > b.content.size(); });
+  std::stable_sort(added.begin(), added.end(),
+                   [](const Added& a, const Added& b) { return a.content.size() > b.content.size(); });
 }
 
 /// HF's AddedVocabulary::find_matches for the added tokens with this `normalized` flag:
 /// leftmost-longest non-overlapping matches, skipping single_word ones next to a word character,
 /// widened over the whitespace beside them for lstrip / rstrip.
 std::vector<HfBpeTokenizer::Model::Segment> HfBpeTokenizer::Model::split_added(std::string_view text,
-                                                                             bool normalized) const {
+                                                                               bool normalized) const {
   std::vector<Segment> out;
   size_t done = 0;  // end of the last accepted token
   for (size_t pos = 0; pos < text.size();) {
@@ -418,18 +427,21 @@ std::vector<int64_t> HfBpeTokenizer::Model::initial_symbols(const std::string& p
   };
   if (byte_level) {
     for (unsigned char b : piece) {
-      if (byte_id[b] >= 0) ids.push_back(byte_id[b]), after_unk = false;
-      else add_unk();
+      if (byte_id[b] >= 0)
+        ids.push_back(byte_id[b]), after_unk = false;
+      else
+        add_unk();
     }
     return ids;
   }
   for (size_t i = 0; i < piece.size();) {
-    const size_t n = std::max<size_t>(1, utf8_char_len(std::string_view(piece).substr(i)));  // valid UTF-8: encode repaired it
+    const size_t n =
+        std::max<size_t>(1, utf8_char_len(std::string_view(piece).substr(i)));  // valid UTF-8: encode repaired it
     if (const auto it = piece_ids.find(piece.substr(i, n)); it != piece_ids.end()) {
       ids.push_back(it->second);
       after_unk = false;
     } else if (byte_fallback && std::all_of(piece.begin() + i, piece.begin() + i + n,
-                                             [&](char b) { return fallback_id[static_cast<unsigned char>(b)] >= 0; })) {
+                                            [&](char b) { return fallback_id[static_cast<unsigned char>(b)] >= 0; })) {
       for (size_t k = i; k < i + n; ++k) ids.push_back(fallback_id[static_cast<unsigned char>(piece[k])]);
       after_unk = false;
     } else {
@@ -516,8 +528,10 @@ std::unique_ptr<HfBpeTokenizer> HfBpeTokenizer::from_text(const std::string& jso
     m->read_decoder(j.value("decoder", nlohmann::json()), origin);
     m->pre = HfPreTokenizer::from_json(j.value("pre_tokenizer", nlohmann::json()), origin);
     if (m->pre.metaspace() == m->byte_level)
-      throw Error(origin + ": field pre_tokenizer is " + (m->byte_level ? "a Metaspace, which needs a SentencePiece-style decoder" :
-                  "byte-level, which needs a ByteLevel decoder") + " (field decoder)");
+      throw Error(origin + ": field pre_tokenizer is " +
+                  (m->byte_level ? "a Metaspace, which needs a SentencePiece-style decoder"
+                                 : "byte-level, which needs a ByteLevel decoder") +
+                  " (field decoder)");
     if (!j.contains("model")) throw Error(origin + ": field 'model' is missing");
     m->read_model(j.at("model"), origin);
     m->read_added(j.value("added_tokens", nlohmann::json::array()), origin);
@@ -538,10 +552,12 @@ std::unique_ptr<HfBpeTokenizer> HfBpeTokenizer::from_dir(const std::string& dir,
   const std::string model = (fs::path(dir) / t.at("model").get<std::string>()).string();
   const std::string text = read_whole_file(model, "tokenizer file");
   if (sha256_hex(text.data(), text.size()) != t.at("model_sha256").get<std::string>())
-    throw Error("'" + model + "' does not match the sha256 recorded in '" + meta_path + "' (field tokenizer.model_sha256)");
+    throw Error("'" + model + "' does not match the sha256 recorded in '" + meta_path +
+                "' (field tokenizer.model_sha256)");
   std::string chat_template;
   if (t.contains("chat_template"))
-    chat_template = read_whole_file((fs::path(dir) / t.at("chat_template").get<std::string>()).string(), "chat template");
+    chat_template =
+        read_whole_file((fs::path(dir) / t.at("chat_template").get<std::string>()).string(), "chat template");
   HfSpecialIds ids{t.at("bos_id").get<int64_t>(), t.at("eos_id").get<int64_t>(), t.at("pad_id").get<int64_t>(),
                    t.at("add_bos").get<bool>()};
   return from_text(text, "'" + model + "'", t.at("vocab_size").get<int64_t>(), ids, std::move(chat_template));
@@ -557,7 +573,8 @@ std::unique_ptr<HfBpeTokenizer> HfBpeTokenizer::from_file(const std::string& pat
   int64_t vocab = 0;
   try {
     for (const auto& [token, id] : j.at("model").at("vocab").items()) vocab = std::max(vocab, id.get<int64_t>() + 1);
-    for (const auto& t : j.value("added_tokens", nlohmann::json::array())) vocab = std::max(vocab, t.at("id").get<int64_t>() + 1);
+    for (const auto& t : j.value("added_tokens", nlohmann::json::array()))
+      vocab = std::max(vocab, t.at("id").get<int64_t>() + 1);
   } catch (const nlohmann::json::exception& e) {
     throw Error(origin + ": missing or mistyped field (" + json_error_brief(e) + ")");
   }
@@ -615,15 +632,19 @@ std::vector<int64_t> HfBpeTokenizer::encode_marking_prefixes(std::string_view ra
 
 std::string HfBpeTokenizer::decode(const std::vector<int64_t>& ids) const { return decode_impl(ids, true); }
 
-std::string HfBpeTokenizer::decode_continuation(const std::vector<int64_t>& ids) const { return decode_impl(ids, false); }
+std::string HfBpeTokenizer::decode_continuation(const std::vector<int64_t>& ids) const {
+  return decode_impl(ids, false);
+}
 
 std::string HfBpeTokenizer::decode_impl(const std::vector<int64_t>& ids, bool strip) const {
   const Model& m = *model_;
   std::string bytes, fallback;  // fallback: a run of byte pieces (ByteFallback), and its token count
   size_t fallback_tokens = 0;
   const auto flush = [&] {
-    if (is_valid_utf8(fallback)) bytes += fallback;
-    else for (size_t i = 0; i < fallback_tokens; ++i) bytes += "\xEF\xBF\xBD";  // HF: one U+FFFD per token
+    if (is_valid_utf8(fallback))
+      bytes += fallback;
+    else
+      for (size_t i = 0; i < fallback_tokens; ++i) bytes += "\xEF\xBF\xBD";  // HF: one U+FFFD per token
     fallback.clear();
     fallback_tokens = 0;
   };
@@ -648,7 +669,8 @@ std::string HfBpeTokenizer::decode_impl(const std::vector<int64_t>& ids, bool st
   for (size_t i = 0; strip && i < d.strip_start && !d.strip.empty() && out.substr(0, d.strip.size()) == d.strip; ++i)
     out.remove_prefix(d.strip.size());
   for (size_t i = 0; strip && i < d.strip_stop && !d.strip.empty() && out.size() >= d.strip.size() &&
-                     out.substr(out.size() - d.strip.size()) == d.strip; ++i)
+                     out.substr(out.size() - d.strip.size()) == d.strip;
+       ++i)
     out.remove_suffix(d.strip.size());
   return std::string(out);
 }
@@ -656,7 +678,9 @@ std::string HfBpeTokenizer::decode_impl(const std::vector<int64_t>& ids, bool st
 int64_t HfBpeTokenizer::vocab_size() const { return model_->vocab; }
 int64_t HfBpeTokenizer::bos_id() const { return model_->specials.bos; }
 int64_t HfBpeTokenizer::eos_id() const { return model_->specials.eos; }
-int64_t HfBpeTokenizer::pad_id() const { return model_->specials.pad >= 0 ? model_->specials.pad : model_->specials.eos; }
+int64_t HfBpeTokenizer::pad_id() const {
+  return model_->specials.pad >= 0 ? model_->specials.pad : model_->specials.eos;
+}
 const std::string& HfBpeTokenizer::chat_template() const { return model_->chat_template; }
 
 std::vector<int64_t> HfBpeTokenizer::document_prefix() const {
@@ -682,9 +706,9 @@ std::string HfBpeTokenizer::normalize(std::string_view text) const {
 
 nlohmann::json HfBpeTokenizer::meta() const {
   const Model& m = *model_;
-  nlohmann::json j = {{"type", type()}, {"vocab_size", m.vocab}, {"bos_id", m.specials.bos},
+  nlohmann::json j = {{"type", type()},           {"vocab_size", m.vocab},    {"bos_id", m.specials.bos},
                       {"eos_id", m.specials.eos}, {"pad_id", m.specials.pad}, {"add_bos", m.specials.add_bos},
-                      {"model", kModelFile}, {"model_sha256", m.sha256}};
+                      {"model", kModelFile},      {"model_sha256", m.sha256}};
   if (!m.chat_template.empty()) j["chat_template"] = kTemplateFile;
   return j;
 }
@@ -731,9 +755,10 @@ std::unique_ptr<HfBpeTokenizer> HfBpeTokenizer::from_hf(const nlohmann::json& hf
   const std::string tokenizer_origin = "'" + (fs::path(source) / kModelFile).string() + "'";
   const std::string config_origin = "'" + (fs::path(source) / "tokenizer_config.json").string() + "'";
   const auto ids = hf_special_ids(hf_tokenizer, hf_tokenizer_config, tokenizer_origin, config_origin);
-  const auto chat = hf_tokenizer_config.is_object() ? hf_tokenizer_config.value("chat_template", nlohmann::json())
-                                                    : nlohmann::json();
-  return from_text(hf_tokenizer.dump(), tokenizer_origin, model_vocab, ids, chat.is_string() ? chat.get<std::string>() : "");
+  const auto chat =
+      hf_tokenizer_config.is_object() ? hf_tokenizer_config.value("chat_template", nlohmann::json()) : nlohmann::json();
+  return from_text(hf_tokenizer.dump(), tokenizer_origin, model_vocab, ids,
+                   chat.is_string() ? chat.get<std::string>() : "");
 }
 
 nlohmann::json write_hf_tokenizer_dir(const std::string& dir, const nlohmann::json& hf_tokenizer,

@@ -21,14 +21,11 @@ namespace fbt {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr const char* kOutputs[] = {"meta.json",      "train.bin",      "val.bin",
-                                    "train.mask.bin", "val.mask.bin",   "tokenizer.model",
-                                    "tokenizer.json", "chat_template.jinja"};
+constexpr const char* kOutputs[] = {"meta.json",    "train.bin",       "val.bin",        "train.mask.bin",
+                                    "val.mask.bin", "tokenizer.model", "tokenizer.json", "chat_template.jinja"};
 constexpr const char* kTokenizerFiles[] = {"tokenizer.model", "tokenizer.json", "chat_template.jinja"};
 
-bool is_blank(std::string_view line) {
-  return line.find_first_not_of(" \t\r\f\v") == std::string_view::npos;
-}
+bool is_blank(std::string_view line) { return line.find_first_not_of(" \t\r\f\v") == std::string_view::npos; }
 
 /// Calls f(line, line_number) for each '\n'-separated line of `text` (no trailing empty line).
 template <class F>
@@ -122,20 +119,20 @@ void validate(const PrepareOptions& o) {
     throw Error("--doc-split must be \"file\" or \"blank\" (got \"" + o.doc_split + "\")");
   if (!(o.val_fraction > 0.0 && o.val_fraction < 1.0))
     throw Error("--val-fraction must be in (0, 1) (got " + std::to_string(o.val_fraction) + ")");
-  if (o.tokenizer == "byte" && !o.tokenizer_model.empty())
-    throw Error("--tokenizer-model needs --tokenizer bpe");
+  if (o.tokenizer == "byte" && !o.tokenizer_model.empty()) throw Error("--tokenizer-model needs --tokenizer bpe");
   if (!o.conversations.empty()) {
     check_conversation_format(o.conversations);
     if (o.tokenizer == "bpe" && o.tokenizer_model.empty())
-      throw Error("--conversations renders chats with the model's tokenizer: give --tokenizer-model (an imported "
-                  "run's RUNDIR/tokenizer, or the data dir a model was trained on) or --tokenizer byte");
+      throw Error(
+          "--conversations renders chats with the model's tokenizer: give --tokenizer-model (an imported "
+          "run's RUNDIR/tokenizer, or the data dir a model was trained on) or --tokenizer byte");
   }
 }
 
 /// True if out_dir already holds this dataset (same options and sources) with intact files and
 /// !force. Throws fbt::Error if it holds anything else of ours and !force.
-bool up_to_date(const fs::path& out, const nlohmann::json& options, const nlohmann::json& sources,
-                bool force, std::ostream& log) {
+bool up_to_date(const fs::path& out, const nlohmann::json& options, const nlohmann::json& sources, bool force,
+                std::ostream& log) {
   if (!fs::exists(out)) return false;
   if (!fs::is_directory(out)) throw Error("--out '" + out.string() + "' exists and is not a directory");
   if (force) return false;
@@ -157,12 +154,11 @@ bool up_to_date(const fs::path& out, const nlohmann::json& options, const nlohma
   if (meta.value("options", nlohmann::json()) != options) differ.push_back("options");
   if (meta.value("sources", nlohmann::json()) != sources) differ.push_back("sources");
   if (!differ.empty())
-    throw Error("--out '" + out.string() + "' already holds a different prepared dataset (its " +
-                differ[0] + (differ.size() > 1 ? " and " + differ[1] : "") + " differ)" + refuse);
+    throw Error("--out '" + out.string() + "' already holds a different prepared dataset (its " + differ[0] +
+                (differ.size() > 1 ? " and " + differ[1] : "") + " differ)" + refuse);
   try {  // same dataset: reuse it if the files are intact
     for (const char* split : {"train", "val"})
-      if (open_split(out.string(), split).size() != meta["splits"][split]["tokens"].get<int64_t>())
-        return false;
+      if (open_split(out.string(), split).size() != meta["splits"][split]["tokens"].get<int64_t>()) return false;
     Tokenizer::load(out.string());
   } catch (const std::exception& e) {
     log << "existing dataset in " << out.string() << " is damaged (" << e.what() << "); rebuilding\n";
@@ -238,7 +234,8 @@ std::unique_ptr<Tokenizer> load_tokenizer_model(const std::string& path) {
   if (fs::is_directory(p)) {
     if (fs::exists(p / "meta.json")) return Tokenizer::load(path);
     if (!fs::exists(p / "tokenizer.json"))
-      throw Error("--tokenizer-model " + path + ": the directory holds neither meta.json (an fbt tokenizer) nor tokenizer.json");
+      throw Error("--tokenizer-model " + path +
+                  ": the directory holds neither meta.json (an fbt tokenizer) nor tokenizer.json");
     return HfBpeTokenizer::from_file((p / "tokenizer.json").string());
   }
   if (p.extension() == ".json") return HfBpeTokenizer::from_file(path);
@@ -289,15 +286,16 @@ SplitStats write_conversation_split(const PrepareOptions& o, const Tokenizer& to
                                     nlohmann::json& block) {
   const std::string origin = o.tokenizer_model.empty() ? "--tokenizer byte" : "--tokenizer-model " + o.tokenizer_model;
   const auto chat = ChatTemplate::for_tokenizer(tok, o.chat_template, origin);
-  const auto c = write_conversations(docs, chat, tok.vocab_size(), path, temps.add(path.parent_path(), split + ".mask.bin"));
+  const auto c =
+      write_conversations(docs, chat, tok.vocab_size(), path, temps.add(path.parent_path(), split + ".mask.bin"));
   block = {{"conversations", c.conversations}, {"tokens", c.tokens}, {"scored_tokens", c.scored}};
   return {c.tokens, c.bytes, c.conversations, 0, 0};
 }
 
 }  // namespace
 
-Corpus read_corpus(const std::vector<std::string>& inputs, const std::string& text_field,
-                   const std::string& doc_split, const std::string& conversations) {
+Corpus read_corpus(const std::vector<std::string>& inputs, const std::string& text_field, const std::string& doc_split,
+                   const std::string& conversations) {
   Corpus corpus;
   std::set<fs::path> seen;
   for (const std::string& input : inputs) {
@@ -315,7 +313,8 @@ Corpus read_corpus(const std::vector<std::string>& inputs, const std::string& te
       } else {
         auto c = read_conversations(file, text, conversations);
         src.documents = static_cast<int64_t>(c.size());
-        corpus.documents.insert(corpus.documents.end(), std::make_move_iterator(c.begin()), std::make_move_iterator(c.end()));
+        corpus.documents.insert(corpus.documents.end(), std::make_move_iterator(c.begin()),
+                                std::make_move_iterator(c.end()));
       }
       docs_from_input += src.documents;
       corpus.sources.push_back(std::move(src));
@@ -349,8 +348,8 @@ TrainValSplit split_train_val(std::vector<std::string> documents, double val_fra
     return out;
   }
   if (n == 0) throw Error("corpus too small: no documents");
-  const auto n_val = std::clamp<size_t>(
-      static_cast<size_t>(std::llround(val_fraction * static_cast<double>(n))), 1, n - 1);
+  const auto n_val =
+      std::clamp<size_t>(static_cast<size_t>(std::llround(val_fraction * static_cast<double>(n))), 1, n - 1);
   std::vector<size_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = i;
   std::mt19937_64 rng(seed);
@@ -366,7 +365,8 @@ nlohmann::json prepare_dataset(const PrepareOptions& o, std::ostream& log) {
   const auto t0 = std::chrono::steady_clock::now();
   Corpus corpus = read_corpus(o.inputs, o.text_field, o.doc_split, o.conversations);
   if (!o.conversations.empty() && corpus.documents.size() < 2)
-    throw Error("--input: " + std::to_string(corpus.documents.size()) + " conversation(s); train and val need at least 2");
+    throw Error("--input: " + std::to_string(corpus.documents.size()) +
+                " conversation(s); train and val need at least 2");
   int64_t corpus_bytes = 0;
   for (const auto& s : corpus.sources) corpus_bytes += s.bytes;
   log << "read " << corpus.documents.size() << " documents (" << corpus_bytes << " bytes) from "
@@ -381,15 +381,15 @@ nlohmann::json prepare_dataset(const PrepareOptions& o, std::ostream& log) {
     tokenizer_model = {{"path", abs}, {"sha256", sha256_hex_file(tokenizer_model_file(o.tokenizer_model).string())}};
   }
   const bool train_bpe = o.tokenizer == "bpe" && o.tokenizer_model.empty();
-  nlohmann::json options = {
-      {"tokenizer", o.tokenizer},
-      {"vocab_size", train_bpe ? nlohmann::json(o.vocab_size) : nlohmann::json(nullptr)},
-      {"tokenizer_model", tokenizer_model},
-      {"text_field", o.text_field},
-      {"doc_split", o.doc_split},
-      {"val_fraction", o.val_fraction},
-      {"seed", o.seed}};
-  if (!o.conversations.empty()) options.update({{"conversations", o.conversations}, {"chat_template", o.chat_template}});
+  nlohmann::json options = {{"tokenizer", o.tokenizer},
+                            {"vocab_size", train_bpe ? nlohmann::json(o.vocab_size) : nlohmann::json(nullptr)},
+                            {"tokenizer_model", tokenizer_model},
+                            {"text_field", o.text_field},
+                            {"doc_split", o.doc_split},
+                            {"val_fraction", o.val_fraction},
+                            {"seed", o.seed}};
+  if (!o.conversations.empty())
+    options.update({{"conversations", o.conversations}, {"chat_template", o.chat_template}});
   const fs::path out(o.out_dir);
   if (up_to_date(out, options, sources, o.force, log)) {
     log << out.string() << " already holds this dataset; nothing to do\n";
@@ -407,8 +407,8 @@ nlohmann::json prepare_dataset(const PrepareOptions& o, std::ostream& log) {
   const fs::path meta_tmp = temps.add(out, "meta.json");
   nlohmann::json conversations;  // the conversation dataset's block of meta.json
   const SplitStats train = o.conversations.empty() ? write_split(split.train, *tok, train_tmp)
-                                                   : write_conversation_split(o, *tok, split.train, "train", train_tmp, temps,
-                                                                              conversations["train"]);
+                                                   : write_conversation_split(o, *tok, split.train, "train", train_tmp,
+                                                                              temps, conversations["train"]);
   const SplitStats val = o.conversations.empty() ? write_split(split.val, *tok, val_tmp)
                                                  : write_conversation_split(o, *tok, split.val, "val", val_tmp, temps,
                                                                             conversations["val"]);
@@ -427,25 +427,28 @@ nlohmann::json prepare_dataset(const PrepareOptions& o, std::ostream& log) {
 
   nlohmann::json splits;
   for (const auto& [name, s, path] : {std::tuple{"train", train, train_tmp}, std::tuple{"val", val, val_tmp}}) {
-    splits[name] = {{"file", std::string(name) + ".bin"}, {"tokens", s.tokens}, {"bytes", s.bytes},
-                    {"documents", s.documents}, {"sha256", sha256_hex_file(path.string())},
+    splits[name] = {{"file", std::string(name) + ".bin"},
+                    {"tokens", s.tokens},
+                    {"bytes", s.bytes},
+                    {"documents", s.documents},
+                    {"sha256", sha256_hex_file(path.string())},
                     {"sampled_sha256", sha256_hex_file_sampled(path.string())}};
-    log << name << ": " << s.documents << " documents, " << s.tokens << " tokens, " << s.bytes
-        << " bytes (" << static_cast<double>(s.bytes) / static_cast<double>(s.tokens) << " bytes/token)\n";
+    log << name << ": " << s.documents << " documents, " << s.tokens << " tokens, " << s.bytes << " bytes ("
+        << static_cast<double>(s.bytes) / static_cast<double>(s.tokens) << " bytes/token)\n";
   }
   const int64_t lossy = train.lossy + val.lossy;
   warn_lossy_documents(train, val, *tok, o, log);
-  nlohmann::json meta = {{"format", "fbt-dataset"}, {"format_version", 1},
-                         {"tokenizer", tok->meta()}, {"splits", splits},
-                         {"sources", sources},       {"options", options},
+  nlohmann::json meta = {{"format", "fbt-dataset"}, {"format_version", 1}, {"tokenizer", tok->meta()},
+                         {"splits", splits},        {"sources", sources},  {"options", options},
                          {"lossy_documents", lossy}};
   if (!o.conversations.empty()) {
     const auto chat = ChatTemplate::for_tokenizer(*tok, o.chat_template, "");
-    conversations.update({{"format", o.conversations}, {"chat_template", chat.name()},
-                          {"end_of_turn_id", chat.end_of_turn_id()}});
+    conversations.update(
+        {{"format", o.conversations}, {"chat_template", chat.name()}, {"end_of_turn_id", chat.end_of_turn_id()}});
     meta["conversations"] = conversations;
-    log << "conversations: " << conversations["train"]["scored_tokens"] << " / " << conversations["val"]["scored_tokens"]
-        << " scored (assistant) tokens in train / val, chat template " << chat.name() << "\n";
+    log << "conversations: " << conversations["train"]["scored_tokens"] << " / "
+        << conversations["val"]["scored_tokens"] << " scored (assistant) tokens in train / val, chat template "
+        << chat.name() << "\n";
   }
   {
     std::ofstream f(meta_tmp);

@@ -55,7 +55,8 @@ std::vector<nlohmann::json> read_records(const std::string& path, RecordFormat f
       for_each_record_line(
           path,
           [&](const std::string& line, int64_t number) {
-            if (line.find_first_not_of(" \t\n\r\f\v") != std::string::npos) records.push_back(parse_record(line, path + ":" + std::to_string(number)));
+            if (line.find_first_not_of(" \t\n\r\f\v") != std::string::npos)
+              records.push_back(parse_record(line, path + ":" + std::to_string(number)));
           },
           format == RecordFormat::GzipJsonLines);
       break;
@@ -63,19 +64,20 @@ std::vector<nlohmann::json> read_records(const std::string& path, RecordFormat f
       std::vector<std::string> lines;
       for_each_record_line(path, [&](const std::string& line, int64_t) { lines.push_back(line); });
       if (lines.size() % 6 != 0)
-        throw Error(path + ": " + std::to_string(lines.size()) + " lines, not a multiple of 6 (query, label, 4 endings)");
+        throw Error(path + ": " + std::to_string(lines.size()) +
+                    " lines, not a multiple of 6 (query, label, 4 endings)");
       for (size_t i = 0; i < lines.size(); i += 6) {
         if (lines[i + 1].size() != 1 || lines[i + 1][0] < '0' || lines[i + 1][0] > '3')
           throw Error(path + ":" + std::to_string(i + 2) + ": label \"" + lines[i + 1] + "\" is not 0-3");
-        records.push_back({{"query", lines[i]},
-                           {"label", lines[i + 1][0] - '0'},
-                           {"endings", nlohmann::json::array({lines[i + 2], lines[i + 3], lines[i + 4], lines[i + 5]})}});
+        records.push_back(
+            {{"query", lines[i]},
+             {"label", lines[i + 1][0] - '0'},
+             {"endings", nlohmann::json::array({lines[i + 2], lines[i + 3], lines[i + 4], lines[i + 5]})}});
       }
       break;
     }
   }
   return records;
 }
-
 
 }  // namespace fbt

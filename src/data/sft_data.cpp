@@ -19,7 +19,8 @@ std::string string_field(const nlohmann::json& r, const char* field, const std::
 }
 
 nlohmann::json user_assistant(const std::string& user, const std::string& assistant) {
-  return nlohmann::json::array({{{"role", "user"}, {"content", user}}, {{"role", "assistant"}, {"content", assistant}}});
+  return nlohmann::json::array(
+      {{{"role", "user"}, {"content", user}}, {{"role", "assistant"}, {"content", assistant}}});
 }
 
 /// The conversations of one record in `format` (sft_data.h).
@@ -102,12 +103,13 @@ bool is_conversation_dataset(const nlohmann::json& meta) { return meta.contains(
 SftData SftData::open(const std::string& data_dir, const std::string& split) {
   const fs::path mask_path = fs::path(data_dir) / (split + ".mask.bin");
   if (!fs::exists(mask_path))
-    throw Error("--data " + data_dir + ": " + mask_path.string() + " is missing (a conversation dataset needs it; "
+    throw Error("--data " + data_dir + ": " + mask_path.string() +
+                " is missing (a conversation dataset needs it; "
                 "prepare it again with fbt prepare --conversations)");
   SftData d(open_split(data_dir, split), TokenShard::open(mask_path.string(), kMaskVocab));
   if (d.mask_.size() != d.tokens_.size())
-    throw Error(mask_path.string() + " holds " + std::to_string(d.mask_.size()) + " entries but " +
-                d.tokens_.path() + " holds " + std::to_string(d.tokens_.size()) + " tokens");
+    throw Error(mask_path.string() + " holds " + std::to_string(d.mask_.size()) + " entries but " + d.tokens_.path() +
+                " holds " + std::to_string(d.tokens_.size()) + " tokens");
   std::vector<int64_t> bits(1 << 16);
   for (int64_t at = 0; at < d.mask_.size(); at += static_cast<int64_t>(bits.size())) {
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(bits.size()), d.mask_.size() - at);
@@ -172,8 +174,8 @@ void SftLoader::shuffle() {
   const auto n = static_cast<size_t>(data_.size());
   order_.resize(n);
   for (size_t i = 0; i < n; ++i) order_[i] = static_cast<int64_t>(i);
-  std::seed_seq sseq{static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32),
-                     static_cast<uint32_t>(epoch_), 0x53465431u};
+  std::seed_seq sseq{static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32), static_cast<uint32_t>(epoch_),
+                     0x53465431u};
   std::mt19937_64 rng(sseq);
   for (size_t i = n - 1; i > 0; --i) std::swap(order_[i], order_[rng() % (i + 1)]);
 }
@@ -196,7 +198,7 @@ MicroBatch SftLoader::next_batch() { return data_.batch(take(), seq_, pad_id_); 
 MicroBatch SftLoader::skip_batch() { return data_.batch(take(), seq_, pad_id_, false); }
 
 nlohmann::json SftLoader::state() const {
-  return {{"kind", "conversations"}, {"seed", seed_},       {"batch", batch_},       {"seq", seq_},
+  return {{"kind", "conversations"},       {"seed", seed_},   {"batch", batch_},       {"seq", seq_},
           {"conversations", data_.size()}, {"epoch", epoch_}, {"position", position_}, {"batches_drawn", drawn_}};
 }
 
@@ -204,8 +206,10 @@ void SftLoader::set_state(const nlohmann::json& state) {
   try {
     if (state.at("kind") != "conversations")
       throw Error("loader state: field \"kind\" is " + state.at("kind").dump() + ", expected \"conversations\"");
-    for (const auto& [field, mine] : {std::pair<const char*, int64_t>{"batch", batch_}, {"seq", seq_},
-                                      {"conversations", data_.size()}, {"seed", static_cast<int64_t>(seed_)}})
+    for (const auto& [field, mine] : {std::pair<const char*, int64_t>{"batch", batch_},
+                                      {"seq", seq_},
+                                      {"conversations", data_.size()},
+                                      {"seed", static_cast<int64_t>(seed_)}})
       if (state.at(field).get<int64_t>() != mine)
         throw Error("loader state: field \"" + std::string(field) + "\" is " + state.at(field).dump() +
                     " but this loader has " + std::to_string(mine));

@@ -30,21 +30,18 @@ static_assert(sizeof(Header) == kShardHeaderBytes, "shard header must be 32 byte
 
 int64_t dtype_width(uint32_t dtype) { return dtype == kShardDtypeU16 ? 2 : 4; }
 
-void check_loader_shape(const std::string& what, int64_t batch, int64_t seq, int64_t rank,
-                        int64_t world_size) {
+void check_loader_shape(const std::string& what, int64_t batch, int64_t seq, int64_t rank, int64_t world_size) {
   if (batch < 1 || seq < 1)
-    throw Error(what + ": batch and seq must be >= 1 (got batch " + std::to_string(batch) +
-                ", seq " + std::to_string(seq) + ")");
+    throw Error(what + ": batch and seq must be >= 1 (got batch " + std::to_string(batch) + ", seq " +
+                std::to_string(seq) + ")");
   if (world_size < 1 || rank < 0 || rank >= world_size)
-    throw Error(what + ": rank " + std::to_string(rank) + " is outside [0, world_size " +
-                std::to_string(world_size) + ")");
+    throw Error(what + ": rank " + std::to_string(rank) + " is outside [0, world_size " + std::to_string(world_size) +
+                ")");
 }
 
 }  // namespace
 
-uint32_t shard_dtype_for_vocab(int64_t vocab_size) {
-  return vocab_size <= 65535 ? kShardDtypeU16 : kShardDtypeU32;
-}
+uint32_t shard_dtype_for_vocab(int64_t vocab_size) { return vocab_size <= 65535 ? kShardDtypeU16 : kShardDtypeU32; }
 
 // ---- ShardWriter ----
 
@@ -65,8 +62,7 @@ ShardWriter::ShardWriter(const std::string& path, int64_t vocab_size)
 void ShardWriter::append(const std::vector<int64_t>& tokens) {
   for (int64_t t : tokens)
     if (t < 0 || t >= vocab_size_)
-      throw Error(path_ + ": token id " + std::to_string(t) + " is outside [0, " +
-                  std::to_string(vocab_size_) + ")");
+      throw Error(path_ + ": token id " + std::to_string(t) + " is outside [0, " + std::to_string(vocab_size_) + ")");
   if (dtype_ == kShardDtypeU16) {
     std::vector<uint16_t> buf(tokens.begin(), tokens.end());
     out_.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(buf.size() * 2));
@@ -129,19 +125,17 @@ TokenShard TokenShard::open(const std::string& path, int64_t expected_vocab) {
   if (h.dtype != kShardDtypeU16 && h.dtype != kShardDtypeU32)
     throw Error("token shard '" + path + "' has unknown dtype code " + std::to_string(h.dtype));
   if (h.vocab_size == 0 || h.dtype != shard_dtype_for_vocab(h.vocab_size))
-    throw Error("token shard '" + path + "': dtype code " + std::to_string(h.dtype) +
-                " does not match vocab size " + std::to_string(h.vocab_size));
+    throw Error("token shard '" + path + "': dtype code " + std::to_string(h.dtype) + " does not match vocab size " +
+                std::to_string(h.vocab_size));
   if (expected_vocab >= 0 && h.vocab_size != expected_vocab)
-    throw Error("token shard '" + path + "' has vocab size " + std::to_string(h.vocab_size) +
-                ", expected " + std::to_string(expected_vocab));
+    throw Error("token shard '" + path + "' has vocab size " + std::to_string(h.vocab_size) + ", expected " +
+                std::to_string(expected_vocab));
   const int64_t width = dtype_width(h.dtype);
   if (h.count > (actual - kShardHeaderBytes) / width || actual != kShardHeaderBytes + h.count * width) {
-    const std::string expected = h.count > (uint64_t{1} << 60)
-                                     ? "more than 2^60"
-                                     : std::to_string(kShardHeaderBytes + h.count * width);
-    throw Error("token shard '" + path + "' is truncated or corrupt: header says " +
-                std::to_string(h.count) + " tokens, so expected " + expected +
-                " bytes, but the file has " + std::to_string(actual) + " bytes");
+    const std::string expected =
+        h.count > (uint64_t{1} << 60) ? "more than 2^60" : std::to_string(kShardHeaderBytes + h.count * width);
+    throw Error("token shard '" + path + "' is truncated or corrupt: header says " + std::to_string(h.count) +
+                " tokens, so expected " + expected + " bytes, but the file has " + std::to_string(actual) + " bytes");
   }
   m->count = static_cast<int64_t>(h.count);
   m->vocab = h.vocab_size;
@@ -164,9 +158,8 @@ int64_t TokenShard::at(int64_t i) const {
 void TokenShard::read(int64_t start, int64_t n, int64_t* out) const {
   const Mapping& m = *map_;
   if (start < 0 || n < 0 || start + n > m.count)
-    throw std::out_of_range("token range [" + std::to_string(start) + ", " +
-                            std::to_string(start + n) + ") outside shard '" + m.path + "' of " +
-                            std::to_string(m.count) + " tokens");
+    throw std::out_of_range("token range [" + std::to_string(start) + ", " + std::to_string(start + n) +
+                            ") outside shard '" + m.path + "' of " + std::to_string(m.count) + " tokens");
   const unsigned char* p = m.base + kShardHeaderBytes + start * m.width;
   for (int64_t i = 0; i < n; ++i) {
     if (m.width == 2) {
@@ -179,9 +172,8 @@ void TokenShard::read(int64_t start, int64_t n, int64_t* out) const {
       out[i] = v;
     }
     if (out[i] >= m.vocab)
-      throw Error("token shard '" + m.path + "' holds id " + std::to_string(out[i]) +
-                  " at position " + std::to_string(start + i) + ", outside its vocab of " +
-                  std::to_string(m.vocab));
+      throw Error("token shard '" + m.path + "' holds id " + std::to_string(out[i]) + " at position " +
+                  std::to_string(start + i) + ", outside its vocab of " + std::to_string(m.vocab));
   }
 }
 
@@ -252,17 +244,15 @@ TokenShard open_split(const std::string& data_dir, const std::string& split, boo
 
 // ---- BatchLoader ----
 
-BatchLoader::BatchLoader(TokenShard shard, int64_t batch, int64_t seq, uint64_t seed, int64_t rank,
-                         int64_t world_size)
-    : shard_(std::move(shard)), batch_(batch), seq_(seq), seed_(seed), rank_(rank),
-      world_size_(world_size) {
+BatchLoader::BatchLoader(TokenShard shard, int64_t batch, int64_t seq, uint64_t seed, int64_t rank, int64_t world_size)
+    : shard_(std::move(shard)), batch_(batch), seq_(seq), seed_(seed), rank_(rank), world_size_(world_size) {
   check_loader_shape("BatchLoader on '" + shard_.path() + "'", batch, seq, rank, world_size);
   if (shard_.size() < seq + 1)
     throw Error("token shard '" + shard_.path() + "' has " + std::to_string(shard_.size()) +
                 " tokens, fewer than one window of seq + 1 = " + std::to_string(seq + 1));
   // Seed and rank both enter the seed sequence, so every (seed, rank) gets its own stream.
-  std::seed_seq sseq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
-                     static_cast<uint32_t>(rank), 0x46425431u};
+  std::seed_seq sseq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(rank),
+                     0x46425431u};
   rng_.seed(sseq);
 }
 
@@ -303,8 +293,8 @@ MicroBatch BatchLoader::skip_batch() {
 nlohmann::json BatchLoader::state() const {
   std::ostringstream rng;
   rng << rng_;
-  return {{"kind", "random_windows"}, {"seed", seed_},          {"rank", rank_},
-          {"world_size", world_size_}, {"batch", batch_},       {"seq", seq_},
+  return {{"kind", "random_windows"},      {"seed", seed_},           {"rank", rank_},
+          {"world_size", world_size_},     {"batch", batch_},         {"seq", seq_},
           {"shard_tokens", shard_.size()}, {"batches_drawn", drawn_}, {"rng", rng.str()}};
 }
 
@@ -337,18 +327,17 @@ void BatchLoader::set_state(const nlohmann::json& state) {
 
 // ---- SequentialLoader ----
 
-SequentialLoader::SequentialLoader(TokenShard shard, int64_t batch, int64_t seq, int64_t max_tokens,
-                                   int64_t rank, int64_t world_size)
-    : shard_(std::move(shard)), batch_(batch), seq_(seq), rank_(rank), world_size_(world_size),
-      next_window_(rank) {
+SequentialLoader::SequentialLoader(TokenShard shard, int64_t batch, int64_t seq, int64_t max_tokens, int64_t rank,
+                                   int64_t world_size)
+    : shard_(std::move(shard)), batch_(batch), seq_(seq), rank_(rank), world_size_(world_size), next_window_(rank) {
   check_loader_shape("SequentialLoader on '" + shard_.path() + "'", batch, seq, rank, world_size);
   int64_t targets = shard_.size() - 1;  // every token but the first can be a target
   if (max_tokens >= 0) targets = std::min(targets, max_tokens);
   shard_windows_ = std::max<int64_t>(shard_.size() - 1, 0) / seq;
   num_windows_ = std::max<int64_t>(targets, 0) / seq;
   if (num_windows_ == 0)
-    throw Error("token shard '" + shard_.path() + "' has " + std::to_string(shard_.size()) +
-                " tokens" + (max_tokens >= 0 ? " (max_tokens " + std::to_string(max_tokens) + ")" : "") +
+    throw Error("token shard '" + shard_.path() + "' has " + std::to_string(shard_.size()) + " tokens" +
+                (max_tokens >= 0 ? " (max_tokens " + std::to_string(max_tokens) + ")" : "") +
                 ", fewer than one window of seq + 1 = " + std::to_string(seq + 1));
 }
 

@@ -91,10 +91,10 @@ const std::vector<std::string>& synth_labels(const std::string& task) {
 
 const std::vector<std::string>& synth_distractor_sentences() {
   static const std::vector<std::string> s{
-      "the kettle is warm.", "a bird sat on the fence.", "the train was late again.",
-      "it rained in the morning.", "the lamp needs a new bulb.", "someone left a cup on the desk.",
-      "the meeting moved to friday.", "a dog barked outside.", "the printer is out of paper.",
-      "the window was open.", "lunch was soup today.", "the clock runs a bit fast.",
+      "the kettle is warm.",          "a bird sat on the fence.",   "the train was late again.",
+      "it rained in the morning.",    "the lamp needs a new bulb.", "someone left a cup on the desk.",
+      "the meeting moved to friday.", "a dog barked outside.",      "the printer is out of paper.",
+      "the window was open.",         "lunch was soup today.",      "the clock runs a bit fast.",
   };
   return s;
 }
@@ -111,9 +111,12 @@ std::vector<SynthExample> generate_synth(const SynthOptions& o) {
   std::vector<SynthExample> out;
   for (int64_t d : o.distractors)
     for (int64_t i = 0; i < o.n; ++i) {
-      if (o.task == "completion") out.push_back(completion(d, rng));
-      else if (o.task == "memory") out.push_back(memory(d, rng));
-      else out.push_back(registers(d, o.registers, o.writes, rng));
+      if (o.task == "completion")
+        out.push_back(completion(d, rng));
+      else if (o.task == "memory")
+        out.push_back(memory(d, rng));
+      else
+        out.push_back(registers(d, o.registers, o.writes, rng));
     }
   return out;
 }

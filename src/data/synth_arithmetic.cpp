@@ -26,8 +26,8 @@ const std::string& one_of(std::mt19937_64& rng, const std::vector<std::string>& 
 
 /// Replaces every "{P}" (person), "{I}" (items) and "{K}" (operand) in `pattern`.
 std::string fill(std::string pattern, const std::string& person, const std::string& items, int64_t k) {
-  for (const auto& [key, value] : {std::pair<std::string, std::string>{"{P}", person}, {"{I}", items},
-                                   {"{K}", std::to_string(k)}})
+  for (const auto& [key, value] :
+       {std::pair<std::string, std::string>{"{P}", person}, {"{I}", items}, {"{K}", std::to_string(k)}})
     for (size_t at; (at = pattern.find(key)) != std::string::npos;) pattern.replace(at, key.size(), value);
   return pattern;
 }
@@ -124,8 +124,8 @@ std::vector<ArithmeticProblem> generate_arithmetic(const ArithmeticOptions& o) {
   if (o.min_ops < 1 || o.min_ops > kMaxOps)
     throw Error("--min-ops must be in [1, " + std::to_string(kMaxOps) + "] (got " + std::to_string(o.min_ops) + ")");
   if (o.max_ops < o.min_ops || o.max_ops > kMaxOps)
-    throw Error("--max-ops must be in [--min-ops, " + std::to_string(kMaxOps) + "] (got " +
-                std::to_string(o.max_ops) + " with --min-ops " + std::to_string(o.min_ops) + ")");
+    throw Error("--max-ops must be in [--min-ops, " + std::to_string(kMaxOps) + "] (got " + std::to_string(o.max_ops) +
+                " with --min-ops " + std::to_string(o.min_ops) + ")");
   if (!(o.skip_fraction >= 0 && o.skip_fraction <= 1))
     throw Error("--skip-fraction must be in [0, 1] (got " + std::to_string(o.skip_fraction) + ")");
   std::mt19937_64 rng(o.seed);
@@ -135,8 +135,8 @@ std::vector<ArithmeticProblem> generate_arithmetic(const ArithmeticOptions& o) {
 }
 
 nlohmann::json to_json(const ArithmeticProblem& p) {
-  return {{"id", p.id},           {"question", p.question}, {"answer", p.answer},
-          {"operations", p.operations}, {"skipped", p.skipped},   {"result", p.result}};
+  return {{"id", p.id},           {"question", p.question}, {"answer", p.answer}, {"operations", p.operations},
+          {"skipped", p.skipped}, {"result", p.result}};
 }
 
 }  // namespace fbt

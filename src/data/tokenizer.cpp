@@ -74,7 +74,10 @@ class ProtoReader {
   void skip(int wire) {
     switch (wire) {
       case 0: varint(); break;
-      case 1: if (data_.size() - pos_ < 8) fail("truncated fixed64"); pos_ += 8; break;
+      case 1:
+        if (data_.size() - pos_ < 8) fail("truncated fixed64");
+        pos_ += 8;
+        break;
       case 2: bytes(); break;
       case 5: fixed32(); break;
       default: fail("unsupported wire type " + std::to_string(wire));
@@ -92,8 +95,8 @@ class ProtoReader {
 
 /// The documents' non-empty lines, each cut into pieces of at most max_bytes at UTF-8 character
 /// boundaries, then (if more than max_lines) a seeded random sample of max_lines of them.
-std::vector<std::string> training_lines(const std::vector<std::string>& documents,
-                                        const BpeTrainOptions& o, BpeTrainReport& report) {
+std::vector<std::string> training_lines(const std::vector<std::string>& documents, const BpeTrainOptions& o,
+                                        BpeTrainReport& report) {
   std::vector<std::string> lines;
   for (const std::string& doc : documents) {
     size_t pos = 0;
@@ -139,8 +142,7 @@ int run_program(const std::vector<std::string>& argv, const std::string& cwd, co
     throw Error("cannot run " + argv[0] + ": " + std::strerror(rc) +
                 " (it comes with the Debian package \"sentencepiece\"; see scripts/setup.sh)");
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
@@ -153,8 +155,8 @@ std::string tail(const std::string& text, size_t n) {
 // ---- Tokenizer ----
 
 nlohmann::json Tokenizer::meta() const {
-  return {{"type", type()}, {"vocab_size", vocab_size()}, {"bos_id", bos_id()},
-          {"eos_id", eos_id()}, {"pad_id", pad_id()}};
+  return {
+      {"type", type()}, {"vocab_size", vocab_size()}, {"bos_id", bos_id()}, {"eos_id", eos_id()}, {"pad_id", pad_id()}};
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& data_dir) {
@@ -175,7 +177,8 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& data_dir) {
     } else if (type == "hf_bpe") {
       tok = HfBpeTokenizer::from_dir(data_dir, t, meta_path);
     } else {
-      throw Error("'" + meta_path + "': field tokenizer.type is \"" + type + "\", expected \"bpe\", \"byte\" or \"hf_bpe\"");
+      throw Error("'" + meta_path + "': field tokenizer.type is \"" + type +
+                  "\", expected \"bpe\", \"byte\" or \"hf_bpe\"");
     }
     const nlohmann::json actual = tok->meta();
     for (const auto& [field, value] : actual.items()) {
@@ -310,8 +313,7 @@ std::vector<std::string_view> BpeTokenizer::Model::bpe(std::string_view normaliz
   std::priority_queue<Pair> agenda;
   auto add_pair = [&](int left, int right) {
     if (left < 0 || right < 0 || symbols[left].frozen || symbols[right].frozen) return;
-    const std::string_view joined(symbols[left].piece.data(),
-                                  symbols[left].piece.size() + symbols[right].piece.size());
+    const std::string_view joined(symbols[left].piece.data(), symbols[left].piece.size() + symbols[right].piece.size());
     const auto it = mergeable.find(joined);
     if (it == mergeable.end()) return;
     agenda.push({left, right, pieces[it->second].score, joined.size()});
@@ -357,33 +359,49 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_serialized(std::string proto, c
       Model::Piece p;
       while (!r.done()) {
         const uint32_t f = r.next(&wire);
-        if (f == 1 && wire == 2) p.text = std::string(r.bytes());
-        else if (f == 2 && wire == 5) p.score = r.fixed32();
-        else if (f == 3 && wire == 0) p.type = static_cast<int>(r.varint());
-        else r.skip(wire);
+        if (f == 1 && wire == 2)
+          p.text = std::string(r.bytes());
+        else if (f == 2 && wire == 5)
+          p.score = r.fixed32();
+        else if (f == 3 && wire == 0)
+          p.type = static_cast<int>(r.varint());
+        else
+          r.skip(wire);
       }
       m->pieces.push_back(std::move(p));
     } else if (field == 2 && wire == 2) {  // TrainerSpec
       ProtoReader r(top.bytes(), origin);
       while (!r.done()) {
         const uint32_t f = r.next(&wire);
-        if (f == 3 && wire == 0) model_type = static_cast<int>(r.varint());
-        else if (f == 24 && wire == 0) suffix_whitespace = r.varint() != 0;
-        else if (f == 35 && wire == 0) m->byte_fallback = r.varint() != 0;
-        else if (f == 44 && wire == 2) m->unk_surface = std::string(r.bytes());
-        else if (f >= 45 && f <= 48 && wire == 2) special[f - 45] = std::string(r.bytes());
-        else r.skip(wire);
+        if (f == 3 && wire == 0)
+          model_type = static_cast<int>(r.varint());
+        else if (f == 24 && wire == 0)
+          suffix_whitespace = r.varint() != 0;
+        else if (f == 35 && wire == 0)
+          m->byte_fallback = r.varint() != 0;
+        else if (f == 44 && wire == 2)
+          m->unk_surface = std::string(r.bytes());
+        else if (f >= 45 && f <= 48 && wire == 2)
+          special[f - 45] = std::string(r.bytes());
+        else
+          r.skip(wire);
       }
     } else if (field == 3 && wire == 2) {  // NormalizerSpec
       ProtoReader r(top.bytes(), origin);
       while (!r.done()) {
         const uint32_t f = r.next(&wire);
-        if (f == 1 && wire == 2) normalizer = std::string(r.bytes());
-        else if (f == 2 && wire == 2) has_charsmap = !r.bytes().empty();
-        else if (f == 3 && wire == 0) m->add_dummy_prefix = r.varint() != 0;
-        else if (f == 4 && wire == 0) m->remove_extra_whitespaces = r.varint() != 0;
-        else if (f == 5 && wire == 0) m->escape_whitespaces = r.varint() != 0;
-        else r.skip(wire);
+        if (f == 1 && wire == 2)
+          normalizer = std::string(r.bytes());
+        else if (f == 2 && wire == 2)
+          has_charsmap = !r.bytes().empty();
+        else if (f == 3 && wire == 0)
+          m->add_dummy_prefix = r.varint() != 0;
+        else if (f == 4 && wire == 0)
+          m->remove_extra_whitespaces = r.varint() != 0;
+        else if (f == 5 && wire == 0)
+          m->escape_whitespaces = r.varint() != 0;
+        else
+          r.skip(wire);
       }
     } else {
       top.skip(wire);
@@ -429,9 +447,8 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_serialized(std::string proto, c
   m->eos = control_id(special[2]);
   m->pad = control_id(special[3]);
   if (m->unk < 0 || m->bos < 0 || m->eos < 0 || m->pad < 0)
-    throw Error(origin + " must define UNK, BOS, EOS and PAD pieces (has unk " + std::to_string(m->unk) +
-                ", bos " + std::to_string(m->bos) + ", eos " + std::to_string(m->eos) + ", pad " +
-                std::to_string(m->pad) + ")");
+    throw Error(origin + " must define UNK, BOS, EOS and PAD pieces (has unk " + std::to_string(m->unk) + ", bos " +
+                std::to_string(m->bos) + ", eos " + std::to_string(m->eos) + ", pad " + std::to_string(m->pad) + ")");
   return std::unique_ptr<BpeTokenizer>(new BpeTokenizer(std::move(m), std::move(proto)));
 }
 
@@ -439,8 +456,8 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_file(const std::string& path) {
   return from_serialized(read_whole_file(path, "tokenizer model"), "tokenizer model '" + path + "'");
 }
 
-std::unique_ptr<BpeTokenizer> BpeTokenizer::train(const std::vector<std::string>& documents,
-                                                  const BpeTrainOptions& o, BpeTrainReport* report) {
+std::unique_ptr<BpeTokenizer> BpeTokenizer::train(const std::vector<std::string>& documents, const BpeTrainOptions& o,
+                                                  BpeTrainReport* report) {
   if (o.vocab_size < kMinBpeVocab || o.vocab_size > kMaxBpeVocab)
     throw Error("--vocab-size " + std::to_string(o.vocab_size) +
                 " for a BPE tokenizer must be in [262, 2^24] (4 specials + 256 byte pieces + \"\\n\" + merges)");
@@ -450,8 +467,8 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::train(const std::vector<std::string>
   if (lines.empty()) throw Error("cannot train a BPE tokenizer: the corpus has no non-empty lines");
 
   static std::atomic<int> runs{0};
-  const fs::path dir = fs::temp_directory_path() /
-                       ("fbt_spm_train_" + std::to_string(::getpid()) + "_" + std::to_string(runs++));
+  const fs::path dir =
+      fs::temp_directory_path() / ("fbt_spm_train_" + std::to_string(::getpid()) + "_" + std::to_string(runs++));
   fs::create_directories(dir);
   struct RemoveOnExit {
     fs::path path;
@@ -494,8 +511,7 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::train(const std::vector<std::string>
   };
   const int status = run_program(argv, dir.string(), log);
   r.spm_log = read_whole_file(log, "spm_train log");
-  if (status != 0)
-    throw Error("spm_train failed with status " + std::to_string(status) + ": " + tail(r.spm_log, 2000));
+  if (status != 0) throw Error("spm_train failed with status " + std::to_string(status) + ": " + tail(r.spm_log, 2000));
   const std::string model = (dir / "m.model").string();
   return from_serialized(read_whole_file(model, "trained model"), "the trained BPE model");
 }

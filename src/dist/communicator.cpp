@@ -55,8 +55,8 @@ DistributedEnv distributed_env_from_environment() {
   if (e.world_size == 1) return e;
   e.rank = env_int("RANK", std::nullopt);
   if (e.rank < 0 || e.rank >= e.world_size)
-    throw Error("distributed launch: RANK=" + std::to_string(e.rank) + " is outside [0, WORLD_SIZE=" +
-                std::to_string(e.world_size) + ")");
+    throw Error("distributed launch: RANK=" + std::to_string(e.rank) +
+                " is outside [0, WORLD_SIZE=" + std::to_string(e.world_size) + ")");
   e.local_rank = env_int("LOCAL_RANK", e.rank);
   const char* addr = std::getenv("MASTER_ADDR");
   if (!addr || !*addr) throw Error("distributed launch: environment variable MASTER_ADDR is not set");

@@ -20,15 +20,14 @@ namespace fs = std::filesystem;
 constexpr const char* kSystemDirs[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
 
 /// /etc entries the dynamic loader and Python read; everything else of /etc stays hidden.
-constexpr const char* kEtcEntries[] = {"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
-                                       "/etc/alternatives", "/etc/localtime"};
+constexpr const char* kEtcEntries[] = {"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
+                                       "/etc/localtime"};
 
 /// Whether `path` is one of kSystemDirs or lies under one.
 bool in_system_dirs(const fs::path& path) {
   const std::string p = path.lexically_normal().string();
-  return std::any_of(std::begin(kSystemDirs), std::end(kSystemDirs), [&](const std::string& dir) {
-    return p == dir || p.compare(0, dir.size() + 1, dir + "/") == 0;
-  });
+  return std::any_of(std::begin(kSystemDirs), std::end(kSystemDirs),
+                     [&](const std::string& dir) { return p == dir || p.compare(0, dir.size() + 1, dir + "/") == 0; });
 }
 
 /// The install prefixes (DIR of DIR/bin/python) of `interpreter` and of what it links to that lie

@@ -109,8 +109,8 @@ std::string build_program(const GenProblem& problem, const std::string& completi
   return problem.program_prefix + completion + problem.tests;
 }
 
-void run_programs(const std::vector<GenProblem>& problems, std::vector<GenSample>& samples,
-                  const SandboxLimits& limits, int64_t jobs) {
+void run_programs(const std::vector<GenProblem>& problems, std::vector<GenSample>& samples, const SandboxLimits& limits,
+                  int64_t jobs) {
   if (jobs < 1) throw Error("--sandbox-jobs must be >= 1 (got " + std::to_string(jobs) + ")");
   std::atomic<size_t> next{0};
   std::exception_ptr failure;
@@ -130,7 +130,8 @@ void run_programs(const std::vector<GenProblem>& problems, std::vector<GenSample
     }
   };
   std::vector<std::thread> threads;
-  for (int64_t t = 0; t < std::min<int64_t>(jobs, static_cast<int64_t>(samples.size())); ++t) threads.emplace_back(work);
+  for (int64_t t = 0; t < std::min<int64_t>(jobs, static_cast<int64_t>(samples.size())); ++t)
+    threads.emplace_back(work);
   for (auto& t : threads) t.join();
   if (failure) std::rethrow_exception(failure);
 }

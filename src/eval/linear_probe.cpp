@@ -15,7 +15,7 @@ namespace fbt {
 torch::Tensor LinearProbe::predict(const torch::Tensor& x) const {
   torch::NoGradGuard no_grad;
   auto z = (x.to(torch::kCPU, torch::kDouble) - mean) / std;  // [N,D]
-  return torch::addmm(bias, z, weight).argmax(1);            // [N]
+  return torch::addmm(bias, z, weight).argmax(1);             // [N]
 }
 
 LinearProbe fit_probe(const torch::Tensor& x, const torch::Tensor& y, int64_t classes, const ProbeOptions& o) {
@@ -36,8 +36,8 @@ LinearProbe fit_probe(const torch::Tensor& x, const torch::Tensor& y, int64_t cl
                             torch::optim::LBFGSOptions(1).max_iter(o.max_iter).line_search_fn("strong_wolfe"));
   lbfgs.step([&] {
     lbfgs.zero_grad();
-    auto loss = torch::nn::functional::cross_entropy(torch::addmm(p.bias, z, p.weight), yc) +
-                o.l2 * p.weight.pow(2).sum();
+    auto loss =
+        torch::nn::functional::cross_entropy(torch::addmm(p.bias, z, p.weight), yc) + o.l2 * p.weight.pow(2).sum();
     loss.backward();
     return loss;
   });
@@ -47,7 +47,8 @@ LinearProbe fit_probe(const torch::Tensor& x, const torch::Tensor& y, int64_t cl
 }
 
 void ProbeOptions::validate() const {
-  if (!std::isfinite(l2) || l2 < 0) throw Error("probe: --l2 must be a finite number >= 0 (got " + std::to_string(l2) + ")");
+  if (!std::isfinite(l2) || l2 < 0)
+    throw Error("probe: --l2 must be a finite number >= 0 (got " + std::to_string(l2) + ")");
   if (max_iter < 1) throw Error("probe: --max-iter must be >= 1 (got " + std::to_string(max_iter) + ")");
   if (folds < 2) throw Error("probe: --folds must be >= 2 (got " + std::to_string(folds) + ")");
 }

@@ -26,7 +26,8 @@ LossRow sequential_row(FBT& model) {
 
 std::vector<LossRow> decode_rows(FBT& model, std::shared_ptr<CpuDecoder> decoder) {
   std::vector<LossRow> rows;
-  for (const auto& [name, mode] : {std::pair{"decode standard", DecodeMode::Standard}, {"decode soft", DecodeMode::Soft}})
+  for (const auto& [name, mode] :
+       {std::pair{"decode standard", DecodeMode::Standard}, {"decode soft", DecodeMode::Soft}})
     rows.push_back({name, [&model, decoder, mode = mode](const torch::Tensor& inputs) {
                       return decoded_logits(model, *decoder, inputs.cpu(), mode).to(inputs.device());
                     }});

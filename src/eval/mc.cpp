@@ -105,8 +105,8 @@ int64_t mc_item_count(const TaskSpec& task, int64_t n_docs, const McEvalOptions&
   return n;
 }
 
-std::vector<MetricResult> evaluate_task(const TaskSpec& task, const std::vector<Doc>& docs,
-                                        const Tokenizer& tokenizer, Scorer& scorer, const McEvalOptions& o) {
+std::vector<MetricResult> evaluate_task(const TaskSpec& task, const std::vector<Doc>& docs, const Tokenizer& tokenizer,
+                                        Scorer& scorer, const McEvalOptions& o) {
   if (o.shots < 0) throw Error("--shots must be >= 0 (got " + std::to_string(o.shots) + ")");
   if (o.chunk < 1) throw Error("chunk must be >= 1 (got " + std::to_string(o.chunk) + ")");
   const auto n_docs = static_cast<int64_t>(docs.size());

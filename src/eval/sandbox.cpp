@@ -22,8 +22,8 @@ namespace fbt {
 namespace {
 
 void check_positive(double value, const char* field) {
-  if (!(value > 0)) throw Error(std::string("sandbox: SandboxLimits.") + field + " must be positive, got " +
-                                std::to_string(value));
+  if (!(value > 0))
+    throw Error(std::string("sandbox: SandboxLimits.") + field + " must be positive, got " + std::to_string(value));
 }
 
 /// The uid to drop to when we are root; throws for uid 0.
@@ -80,8 +80,7 @@ SandboxCommand make_command(const std::string& program, const SandboxLimits& lim
 
 /// Runs `program` in the sandbox; throws fbt::Error when neither the interpreter nor bwrap could
 /// be executed (so nothing ran).
-SandboxProcessResult run_in_sandbox(const std::string& program, const SandboxLimits& limits,
-                                    const std::string& bwrap) {
+SandboxProcessResult run_in_sandbox(const std::string& program, const SandboxLimits& limits, const std::string& bwrap) {
   const std::vector<std::string> candidates = interpreter_candidates(limits.python);
   const SandboxCommand command = make_command(program, limits, bwrap, candidates);
   SandboxProcessResult r = run_sandbox_process(command, limits);
@@ -109,10 +108,11 @@ std::string sandbox_problem(const SandboxLimits& limits, const std::string& bwra
   while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
   if (r.timed_out) why += " (timed out after 60 s)";
   const std::string uid = ::geteuid() == 0 ? std::to_string(limits.uid) : std::to_string(::geteuid());
-  return "sandbox: bubblewrap (" + bwrap + ") cannot run " + limits.python + " in its sandbox here: " +
-         (why.empty() ? "exit status " + std::to_string(r.wait_status) : why) +
+  return "sandbox: bubblewrap (" + bwrap + ") cannot run " + limits.python +
+         " in its sandbox here: " + (why.empty() ? "exit status " + std::to_string(r.wait_status) : why) +
          ". fbt runs generated code only inside that sandbox, never without it. bwrap needs unprivileged user "
-         "namespaces for uid " + uid +
+         "namespaces for uid " +
+         uid +
          " (sysctl user.max_user_namespaces > 0, and kernel.unprivileged_userns_clone = 1 where that setting "
          "exists) and, in a container, a seccomp/AppArmor profile that allows creating namespaces and mounts; "
          "bubblewrap >= 0.8 (for --size and --disable-userns). Try: bwrap --unshare-all --ro-bind / / true";

@@ -94,9 +94,15 @@ Fd memory_file(const std::string& text) {
 
 /// Why the child could not start bwrap, sent over the report pipe (fd 3) before it exits.
 enum class ChildStep : int { kSetsid, kSignals, kStdio, kChdir, kSetUser, kDeathSignal, kRlimit, kNoGate, kExec };
-constexpr const char* kChildStepNames[] = {"setsid", "signal reset", "descriptor setup", "chdir",
-                                           "dropping to the sandbox uid", "PR_SET_PDEATHSIG", "setrlimit",
-                                           "gate", "exec"};
+constexpr const char* kChildStepNames[] = {"setsid",
+                                           "signal reset",
+                                           "descriptor setup",
+                                           "chdir",
+                                           "dropping to the sandbox uid",
+                                           "PR_SET_PDEATHSIG",
+                                           "setrlimit",
+                                           "gate",
+                                           "exec"};
 struct ChildReport {
   ChildStep step;
   int error;
@@ -109,7 +115,7 @@ struct ChildPlan {
   pid_t parent = 0;
   std::optional<uint32_t> uid;
   std::vector<std::pair<decltype(RLIMIT_CPU), rlim_t>> limits;  // the type setrlimit takes (an enum in glibc)
-  std::vector<std::vector<char*>> argvs;  // null-terminated
+  std::vector<std::vector<char*>> argvs;                        // null-terminated
   std::vector<const char*> gates;
   char* const* envp = nullptr;
   int max_fd = 1024;  // bound for the close-one-by-one fallback
@@ -283,7 +289,8 @@ class RunningSandbox {
       while ((ready = ::poll(&p, 1, 10000)) < 0 && errno == EINTR) {}
       siginfo_t info{};
       while (::waitid(static_cast<idtype_t>(P_PIDFD), static_cast<id_t>(init_.get()), &info,
-                      WEXITED | (ready > 0 ? 0 : WNOHANG)) != 0 && errno == EINTR) {}
+                      WEXITED | (ready > 0 ? 0 : WNOHANG)) != 0 &&
+             errno == EINTR) {}
     }
     return status;
   }
@@ -377,8 +384,8 @@ SandboxProcessResult run_sandbox_process(const SandboxCommand& command, const Sa
       sandbox.adopt_init(*init);
     }
   };
-  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(limits.timeout_seconds));
+  const auto deadline =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(limits.timeout_seconds));
   constexpr auto kTick = std::chrono::milliseconds(10);  // how often we look for the exit
   while (!exited(pid)) {
     const Clock::time_point now = Clock::now();

@@ -19,10 +19,11 @@ ModelScorer::ModelScorer(FBT model, const Decoding& decoding, int64_t batch)
 std::vector<ScoreResult> ModelScorer::score(const std::vector<ScoreRequest>& requests) {
   const int64_t T = model_->config().context;
   for (const auto& r : requests) {
-    if (r.context.empty() || r.continuation.empty()) throw Error("a scoring request has an empty context or continuation");
+    if (r.context.empty() || r.continuation.empty())
+      throw Error("a scoring request has an empty context or continuation");
     if (static_cast<int64_t>(r.continuation.size()) > T)
-      throw Error("a continuation of " + std::to_string(r.continuation.size()) +
-                  " tokens exceeds the model context " + std::to_string(T));
+      throw Error("a continuation of " + std::to_string(r.continuation.size()) + " tokens exceeds the model context " +
+                  std::to_string(T));
   }
   // Longest first, so that each batch pads little.
   std::vector<size_t> order(requests.size());
@@ -53,8 +54,8 @@ std::vector<ScoreResult> ModelScorer::score(const std::vector<ScoreRequest>& req
       if (static_cast<int64_t>(s.size()) > T + 1) s.erase(s.begin(), s.end() - (T + 1));
       W = std::max<int64_t>(W, static_cast<int64_t>(s.size()) - 1);
     }
-    auto tokens = torch::zeros({B, W}, torch::kLong);        // [B,W], right-padded with id 0
-    auto targets = torch::full({B, W}, -1, torch::kLong);    // [B,W], -1 off the continuation
+    auto tokens = torch::zeros({B, W}, torch::kLong);      // [B,W], right-padded with id 0
+    auto targets = torch::full({B, W}, -1, torch::kLong);  // [B,W], -1 off the continuation
     auto tok = tokens.accessor<int64_t, 2>();
     auto tgt = targets.accessor<int64_t, 2>();
     for (int64_t b = 0; b < B; ++b) {
@@ -67,13 +68,12 @@ std::vector<ScoreResult> ModelScorer::score(const std::vector<ScoreRequest>& req
     tokens = tokens.to(device);
     targets = targets.to(device);
     const auto logits = forward_passes(model_, tokens, {}, options).logits.back().to(torch::kFloat);  // [B,W,V]
-    const auto scored = targets >= 0;                                                                  // [B,W]
+    const auto scored = targets >= 0;                                                                 // [B,W]
     const auto safe = targets.clamp_min(0);
     const auto token_ll = torch::log_softmax(logits, -1).gather(-1, safe.unsqueeze(-1)).squeeze(-1);  // [B,W]
     const auto loglik = torch::where(scored, token_ll, torch::zeros_like(token_ll)).to(torch::kDouble).sum(1).cpu();
     const auto greedy = (logits.argmax(-1) == safe).logical_or(scored.logical_not()).all(1).cpu();  // [B]
-    for (int64_t b = 0; b < B; ++b)
-      results[order[first + b]] = {loglik[b].item<double>(), greedy[b].item<bool>()};
+    for (int64_t b = 0; b < B; ++b) results[order[first + b]] = {loglik[b].item<double>(), greedy[b].item<bool>()};
   }
   model_->train(was_training);
   return results;

@@ -116,9 +116,10 @@ Doc hellaswag_doc(const nlohmann::json& r) {
 /// option1/option2", answer = "optionN". lm-eval winogrande (partial evaluation): choice i's
 /// context is S up to the blank "_" with option i in it; both continue with the rest of S, stripped.
 Doc winogrande_doc(const nlohmann::json& record) {
-  const auto f = fields_between(record.at("instruction").get<std::string>(),
-                                {"Please choose the correct answer to fill in the blank to complete the given sentence: ",
-                                 "\n\nOption1: ", " Option2: ", " Answer format: option1/option2"});
+  const auto f =
+      fields_between(record.at("instruction").get<std::string>(),
+                     {"Please choose the correct answer to fill in the blank to complete the given sentence: ",
+                      "\n\nOption1: ", " Option2: ", " Answer format: option1/option2"});
   const std::string& sentence = f[0];
   const size_t blank = sentence.find('_');
   if (blank == std::string::npos) throw Error("sentence has no blank \"_\": " + sentence);
@@ -170,18 +171,48 @@ const std::vector<TaskSpec>& builtin_tasks() {
   using M = Metric;
   using F = RecordFormat;
   static const std::vector<TaskSpec> tasks{
-      {"arc_easy", "ARC-Easy test (3-5 choices): acc, acc_norm, acc_bytes", "arc/ARC-Easy-test.json", F::JsonArray, "",
-       arc_doc, {M::Acc, M::AccNorm, M::AccBytes}},
-      {"arc_challenge", "ARC-Challenge test (3-5 choices): acc, acc_norm, acc_bytes", "arc/ARC-Challenge-test.json",
-       F::JsonArray, "", arc_doc, {M::Acc, M::AccNorm, M::AccBytes}},
-      {"piqa", "PIQA dev (2 choices): acc, acc_norm, acc_bytes", "piqa/valid.jsonl", F::JsonLines, "piqa/valid-labels.lst",
-       piqa_doc, {M::Acc, M::AccNorm, M::AccBytes}},
-      {"hellaswag", "HellaSwag val (4 endings): acc, acc_norm, acc_bytes", "hellaswag/hellaswag_val.txt", F::HellaSwagText, "",
-       hellaswag_doc, {M::Acc, M::AccNorm, M::AccBytes}},
-      {"winogrande", "WinoGrande 1.1 dev (2 options, partial evaluation): acc", "winogrande/winogrande-dev.json",
-       F::JsonArray, "", winogrande_doc, {M::Acc}},
-      {"lambada", "LAMBADA (OpenAI) test, last word: acc (greedy), perplexity", "lambada/lambada_test.jsonl",
-       F::JsonLines, "", lambada_doc, {M::GreedyAcc, M::Perplexity}},
+      {"arc_easy",
+       "ARC-Easy test (3-5 choices): acc, acc_norm, acc_bytes",
+       "arc/ARC-Easy-test.json",
+       F::JsonArray,
+       "",
+       arc_doc,
+       {M::Acc, M::AccNorm, M::AccBytes}},
+      {"arc_challenge",
+       "ARC-Challenge test (3-5 choices): acc, acc_norm, acc_bytes",
+       "arc/ARC-Challenge-test.json",
+       F::JsonArray,
+       "",
+       arc_doc,
+       {M::Acc, M::AccNorm, M::AccBytes}},
+      {"piqa",
+       "PIQA dev (2 choices): acc, acc_norm, acc_bytes",
+       "piqa/valid.jsonl",
+       F::JsonLines,
+       "piqa/valid-labels.lst",
+       piqa_doc,
+       {M::Acc, M::AccNorm, M::AccBytes}},
+      {"hellaswag",
+       "HellaSwag val (4 endings): acc, acc_norm, acc_bytes",
+       "hellaswag/hellaswag_val.txt",
+       F::HellaSwagText,
+       "",
+       hellaswag_doc,
+       {M::Acc, M::AccNorm, M::AccBytes}},
+      {"winogrande",
+       "WinoGrande 1.1 dev (2 options, partial evaluation): acc",
+       "winogrande/winogrande-dev.json",
+       F::JsonArray,
+       "",
+       winogrande_doc,
+       {M::Acc}},
+      {"lambada",
+       "LAMBADA (OpenAI) test, last word: acc (greedy), perplexity",
+       "lambada/lambada_test.jsonl",
+       F::JsonLines,
+       "",
+       lambada_doc,
+       {M::GreedyAcc, M::Perplexity}},
   };
   return tasks;
 }

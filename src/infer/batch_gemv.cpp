@@ -55,10 +55,10 @@ inline void dots_portable(const float* w, const float* const* xs, int64_t K, flo
 
 /// The 16 partial sums lo (lanes 0..7) and hi (lanes 8..15) added in reduce_lanes' order.
 __attribute__((target("avx2,fma"))) inline float reduce_avx2(__m256 lo, __m256 hi) {
-  const __m256 v = _mm256_add_ps(lo, hi);  // 8+8
+  const __m256 v = _mm256_add_ps(lo, hi);                                         // 8+8
   __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));  // 4+4
-  h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                           // 2+2
-  h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));                                       // 1+1
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));                                         // 2+2
+  h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));                                     // 1+1
   return _mm_cvtss_f32(h);
 }
 
@@ -101,7 +101,7 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const float* w, int64_t K, co
 /// keep their sums), then the same reduction.
 template <int NR, int BR>
 __attribute__((target("avx512f,avx2,fma"))) void tile_avx512(const float* w, int64_t K, const float* x, float* y,
-                                                            int64_t ldy) {
+                                                             int64_t ldy) {
   __m512 acc[NR][BR];
   for (int r = 0; r < NR; ++r)
     for (int b = 0; b < BR; ++b) acc[r][b] = _mm512_setzero_ps();
@@ -157,18 +157,24 @@ template <int NR, int BR>
 struct Avx512 {
   static constexpr int kRows = NR, kBatch = BR;
   template <int R, int C>
-  static void tile(const float* w, int64_t K, const float* x, float* y, int64_t ldy) { tile_avx512<R, C>(w, K, x, y, ldy); }
+  static void tile(const float* w, int64_t K, const float* x, float* y, int64_t ldy) {
+    tile_avx512<R, C>(w, K, x, y, ldy);
+  }
 };
 template <int NR, int BR>
 struct Avx2 {
   static constexpr int kRows = NR, kBatch = BR;
   template <int R, int C>
-  static void tile(const float* w, int64_t K, const float* x, float* y, int64_t ldy) { tile_avx2<R, C>(w, K, x, y, ldy); }
+  static void tile(const float* w, int64_t K, const float* x, float* y, int64_t ldy) {
+    tile_avx2<R, C>(w, K, x, y, ldy);
+  }
 };
 struct Portable {
   static constexpr int kRows = 1, kBatch = 4;
   template <int R, int C>
-  static void tile(const float* w, int64_t K, const float* x, float* y, int64_t ldy) { tile_portable<R, C>(w, K, x, y, ldy); }
+  static void tile(const float* w, int64_t K, const float* x, float* y, int64_t ldy) {
+    tile_portable<R, C>(w, K, x, y, ldy);
+  }
 };
 
 /// y[b, r] for the NR weight rows w and every input row b < B: tiles of BR rows, then the rest.
@@ -195,12 +201,12 @@ void rows(const float* x, int64_t B, int64_t K, const float* W, int64_t ldy, flo
 // batch 1, measured).
 using RowsFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t, int64_t);
 __attribute__((target("avx512f,avx2,fma"), flatten)) void rows_avx512(const float* x, int64_t B, int64_t K,
-                                                                     const float* W, int64_t ldy, float* y, int64_t n0,
-                                                                     int64_t n1) {
+                                                                      const float* W, int64_t ldy, float* y, int64_t n0,
+                                                                      int64_t n1) {
   rows<Avx512<4, 6>>(x, B, K, W, ldy, y, n0, n1);
 }
 __attribute__((target("avx2,fma"), flatten)) void rows_avx2(const float* x, int64_t B, int64_t K, const float* W,
-                                                           int64_t ldy, float* y, int64_t n0, int64_t n1) {
+                                                            int64_t ldy, float* y, int64_t n0, int64_t n1) {
   rows<Avx2<1, 4>>(x, B, K, W, ldy, y, n0, n1);
 }
 __attribute__((flatten)) void rows_portable(const float* x, int64_t B, int64_t K, const float* W, int64_t ldy, float* y,
@@ -235,7 +241,9 @@ void linear_of_parts(const float* x, int64_t B, int64_t K, const WeightPart* par
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(K, 1));
   // The SIMD kernels' dot products round alike (the same lanes, order and fused steps), so the
   // choice by B keeps every row's bits; so does the grouping of rows into tiles.
-  const RowsFn kernel = isa() == Isa::Avx512 && B > 1 ? rows_avx512 : isa() == Isa::Portable ? rows_portable : rows_avx2;
+  const RowsFn kernel = isa() == Isa::Avx512 && B > 1 ? rows_avx512
+                        : isa() == Isa::Portable      ? rows_portable
+                                                      : rows_avx2;
   at::parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) {
     int64_t first = 0;  // the stacked row where this part starts
     for (size_t i = 0; i < n_parts; ++i) {

@@ -13,9 +13,9 @@
 
 #ifdef FBT_WITH_BLAS
 extern "C" {
-void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
-            const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
-            const float* beta, float* c, const int* ldc);
+void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k, const float* alpha,
+            const float* a, const int* lda, const float* b, const int* ldb, const float* beta, float* c,
+            const int* ldc);
 }
 #endif
 
@@ -206,8 +206,9 @@ void CpuDecoder::check_shapes() const {
   };
   const auto matrix = [](const Matrix& m, int64_t rows, int64_t cols) {
     if (m.rows != rows || m.cols != cols)
-      throw Error("the weights of '" + m.names.at(0) + "' are " + std::to_string(m.rows) + " x " + std::to_string(m.cols) +
-                  " but the model config gives " + std::to_string(rows) + " x " + std::to_string(cols));
+      throw Error("the weights of '" + m.names.at(0) + "' are " + std::to_string(m.rows) + " x " +
+                  std::to_string(m.cols) + " but the model config gives " + std::to_string(rows) + " x " +
+                  std::to_string(cols));
   };
   tensor(embedding_, {V, D}, "embedding.weight");
   tensor(input_norm_, {D}, "input_norm.weight");
@@ -222,8 +223,10 @@ void CpuDecoder::check_shapes() const {
     matrix(layer.gate_up, 2 * F, D);
     matrix(layer.wo, D, config_.n_heads * Dh);
     matrix(layer.w_down, D, F);
-    for (const auto& [t, name] : {std::pair{&layer.attn_norm_in, "attn_norm_in"}, {&layer.attn_norm_out, "attn_norm_out"},
-                                  {&layer.mlp_norm_in, "mlp_norm_in"}, {&layer.mlp_norm_out, "mlp_norm_out"}})
+    for (const auto& [t, name] : {std::pair{&layer.attn_norm_in, "attn_norm_in"},
+                                  {&layer.attn_norm_out, "attn_norm_out"},
+                                  {&layer.mlp_norm_in, "mlp_norm_in"},
+                                  {&layer.mlp_norm_out, "mlp_norm_out"}})
       tensor(*t, {D}, b + name + ".weight");
     tensor(layer.q_norm, {Dh}, b + "attn.q_norm.weight");
     tensor(layer.k_norm, {Dh}, b + "attn.k_norm.weight");
@@ -233,7 +236,8 @@ void CpuDecoder::check_shapes() const {
 std::vector<QuantizedGroup> CpuDecoder::quantized_groups() const {
   std::vector<QuantizedGroup> out;
   for (const Matrix* m : matrices(/*with_fusion=*/true))
-    if (m->quant) out.push_back({m->names, quant_format_name(m->quant->format()), m->rows, m->cols, m->quant->block(0, 0)});
+    if (m->quant)
+      out.push_back({m->names, quant_format_name(m->quant->format()), m->rows, m->cols, m->quant->block(0, 0)});
   return out;
 }
 
@@ -241,7 +245,7 @@ void CpuDecoder::gather_quantised_weights() {
   std::vector<QuantMatrix*> quantised;
   for (const Matrix* m : matrices(/*with_fusion=*/true))
     if (m->quant) quantised.push_back(const_cast<QuantMatrix*>(&*m->quant));  // this decoder's own
-  auto at = [](size_t offset) { return (offset + 63) / 64 * 64; };  // each matrix at a cache line
+  auto at = [](size_t offset) { return (offset + 63) / 64 * 64; };            // each matrix at a cache line
   size_t total = 0;
   for (const auto* q : quantised) total = at(total) + size_t(q->bytes());
   if (total == 0) return;
@@ -278,7 +282,7 @@ void CpuDecoder::attend(int64_t layer, const std::vector<RowCache>& rows) {
     scores_.resize(slot + 1);
     for (int64_t h = 0; h < H; ++h) {
       const float* q = proj_.data() + b * proj + h * Dh;
-      const float* keys = row.k[layer] + (h / G) * cap * Dh;    // this head's KV head [cap,Dh]
+      const float* keys = row.k[layer] + (h / G) * cap * Dh;  // this head's KV head [cap,Dh]
       const float* values = row.v[layer] + (h / G) * cap * Dh;
       float top = -std::numeric_limits<float>::infinity();
       for (int64_t s = 0; s <= slot; ++s) {  // the mask of make_masks: real, causal, in window, or self
@@ -301,16 +305,17 @@ void CpuDecoder::attend(int64_t layer, const std::vector<RowCache>& rows) {
         const float* v = values + s * Dh;
         for (int64_t j = 0; j < Dh; ++j) y[j] += p * v[j];
       }
-      const float gate = (paper_block() ? sigmoid(proj_[b * proj + (H + 2 * Hkv) * Dh + h]) : 1.0f) / total;  // per-head output gate
+      const float gate =
+          (paper_block() ? sigmoid(proj_[b * proj + (H + 2 * Hkv) * Dh + h]) : 1.0f) / total;  // per-head output gate
       for (int64_t j = 0; j < Dh; ++j) y[j] *= gate;
     }
   }
 }
 
 void CpuDecoder::check_cache(const KVCache& cache, int64_t batch) const {
-  if (cache.batch() != batch || int64_t(cache.k.size()) != config_.n_layers || cache.k[0].size(3) != config_.head_dim() ||
-      cache.k[0].size(1) != config_.n_kv_heads || cache.k[0].scalar_type() != torch::kFloat ||
-      !cache.k[0].device().is_cpu() || !cache.k[0].is_contiguous())
+  if (cache.batch() != batch || int64_t(cache.k.size()) != config_.n_layers ||
+      cache.k[0].size(3) != config_.head_dim() || cache.k[0].size(1) != config_.n_kv_heads ||
+      cache.k[0].scalar_type() != torch::kFloat || !cache.k[0].device().is_cpu() || !cache.k[0].is_contiguous())
     throw Error("CpuDecoder: the KV cache does not match the model, batch or fp32 CPU layout");
 }
 
@@ -388,7 +393,7 @@ torch::Tensor CpuDecoder::prefill_pass(const torch::Tensor& tokens_in, const tor
   const int64_t chunk = std::max<int64_t>(1, kPrefillRows / B);  // positions per forward
   const int64_t* ids = tokens.data_ptr<int64_t>();
   std::vector<float> h_rows;  // [B·m, D]: the fused rows' feedback inputs
-  torch::Tensor out;  // [B,V] or [B,T,V]
+  torch::Tensor out;          // [B,V] or [B,T,V]
   if (logits == PassLogits::All) out = torch::empty({B, T, config_.vocab_size}, torch::kFloat);
   for (int64_t t0 = 0; t0 < T; t0 += chunk) {
     const int64_t m = std::min(chunk, T - t0);
@@ -402,7 +407,8 @@ torch::Tensor CpuDecoder::prefill_pass(const torch::Tensor& tokens_in, const tor
         tok.push_back(ids[b * T + t0 + i]);
         if (!feedback) continue;
         row_plain[b * m + i] = plain.data_ptr<bool>()[b * T + t0 + i];
-        std::memcpy(h_rows.data() + (b * m + i) * D, h_before.data_ptr<float>() + (b * T + t0 + i) * D, D * sizeof(float));
+        std::memcpy(h_rows.data() + (b * m + i) * D, h_before.data_ptr<float>() + (b * T + t0 + i) * D,
+                    D * sizeof(float));
       }
     forward(tok.data(), row_plain, feedback ? h_rows.data() : nullptr, rows);
     if (states)
@@ -452,7 +458,7 @@ torch::Tensor CpuDecoder::step(const torch::Tensor& tokens_in, const std::vector
   for (int64_t b = 0; b < B; ++b) {
     KVCache& cache = *caches[b];
     check_cache(cache, 1);  // a sequence's own cache
-    cache.check_room(1);  // before any cache claims its slot
+    cache.check_room(1);    // before any cache claims its slot
     plain[b] = modes[b] == DecodeMode::Standard || cache.last_token().item<int64_t>() == config_.doc_separator_id;
     auto h = cache.h_prev().to(torch::kFloat).contiguous();
     std::memcpy(h_prev.data() + b * D, ptr(h), D * sizeof(float));
@@ -484,8 +490,11 @@ void CpuDecoder::forward(const int64_t* tok, const std::vector<char>& plain, con
   bool any_fused = false;
   for (int64_t b = 0; b < B; ++b) {
     const float* e = branch_.data() + b * D;
-    if (embedding_.defined()) e = ptr(embedding_) + tok[b] * D;
-    else head_.quant->dequantize_row(tok[b], branch_.data() + b * D);  // a tied embedding is the quantised head (as llama.cpp's get_rows)
+    if (embedding_.defined())
+      e = ptr(embedding_) + tok[b] * D;
+    else
+      head_.quant->dequantize_row(
+          tok[b], branch_.data() + b * D);  // a tied embedding is the quantised head (as llama.cpp's get_rows)
     float* e_n = e_n_.data() + b * D;
     rms_norm(e, ptr(input_norm_), D, config_.norm_eps, e_n);
     const float* plain_in = paper_block() ? e_n : e;
@@ -493,7 +502,7 @@ void CpuDecoder::forward(const int64_t* tok, const std::vector<char>& plain, con
     any_fused = any_fused || !plain[b];
   }
   if (any_fused) {
-    linear(h_prev, B, w_u_, fused_a_.data());  // W_U h_prev
+    linear(h_prev, B, w_u_, fused_a_.data());       // W_U h_prev
     linear(e_n_.data(), B, w_g_, fused_b_.data());  // W_G e_n
     for (int64_t b = 0; b < B; ++b) {
       if (plain[b]) continue;
@@ -503,8 +512,10 @@ void CpuDecoder::forward(const int64_t* tok, const std::vector<char>& plain, con
         if (config_.fusion == Fusion::GluPlusToken) g[i] += e_n_[b * D + i];
       }
       float* x = x_.data() + b * D;  // holds the plain input
-      if (config_.fusion == Fusion::Residual) for (int64_t i = 0; i < D; ++i) x[i] += g[i];
-      else rms_norm(g, ptr(input_norm_), D, config_.norm_eps, x);
+      if (config_.fusion == Fusion::Residual)
+        for (int64_t i = 0; i < D; ++i) x[i] += g[i];
+      else
+        rms_norm(g, ptr(input_norm_), D, config_.norm_eps, x);
     }
   }
 
@@ -522,7 +533,8 @@ void CpuDecoder::forward(const int64_t* tok, const std::vector<char>& plain, con
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     const Layer& L = layers_[l];
     // Attention branch: x += s · norm_out(Wo · gate ⊙ attention(q, K, V)) (block llama: x += Wo · attention).
-    for (int64_t b = 0; b < B; ++b) rms_norm(x_.data() + b * D, ptr(L.attn_norm_in), D, config_.norm_eps, a_.data() + b * D);
+    for (int64_t b = 0; b < B; ++b)
+      rms_norm(x_.data() + b * D, ptr(L.attn_norm_in), D, config_.norm_eps, a_.data() + b * D);
     linear(a_.data(), B, L.qkvg, proj_.data());
     for (int64_t b = 0; b < B; ++b) {
       float* row = proj_.data() + b * proj;
@@ -545,7 +557,8 @@ void CpuDecoder::forward(const int64_t* tok, const std::vector<char>& plain, con
     linear(attn_.data(), B, L.wo, branch_.data());
     add_branch(L.attn_norm_out, B);
     // MLP branch: x += s · norm_out(W_down(silu(W_gate a) ⊙ W_up a)) (block llama: no norm_out, s = 1).
-    for (int64_t b = 0; b < B; ++b) rms_norm(x_.data() + b * D, ptr(L.mlp_norm_in), D, config_.norm_eps, a_.data() + b * D);
+    for (int64_t b = 0; b < B; ++b)
+      rms_norm(x_.data() + b * D, ptr(L.mlp_norm_in), D, config_.norm_eps, a_.data() + b * D);
     linear(a_.data(), B, L.gate_up, gate_up_.data());
     for (int64_t b = 0; b < B; ++b) {
       const float* gu = gate_up_.data() + b * 2 * F;

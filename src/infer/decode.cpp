@@ -12,13 +12,11 @@ namespace {
 /// otherwise the input is fused with cache.h_prev; an undefined `plain` means every row is
 /// plain (Standard decoding, which then never computes the fusion). Returns the top residual
 /// x [B,1,D].
-torch::Tensor cached_step(FBT& model, const torch::Tensor& tokens, const torch::Tensor& plain,
-                          KVCache& cache) {
-  auto tok = tokens.view({-1, 1});                                                  // [B,1]
+torch::Tensor cached_step(FBT& model, const torch::Tensor& tokens, const torch::Tensor& plain, KVCache& cache) {
+  auto tok = tokens.view({-1, 1});                                                              // [B,1]
   auto e_n = model->plain_input(model->embed(tok, /*check_ids=*/!cache.write_slot.defined()));  // [B,1,D]
   auto u = e_n;
-  if (plain.defined())
-    u = model->feedback_input(cache.h_prev().unsqueeze(1), e_n, plain.view({-1, 1, 1}));
+  if (plain.defined()) u = model->feedback_input(cache.h_prev().unsqueeze(1), e_n, plain.view({-1, 1, 1}));
   Layout layout{cache.next_pos().view({-1, 1}), {}};
   auto x = model->stack(u, layout, &cache);  // [B,1,D]
   cache.advance_step(model->feedback_state(x).select(1, 0), tokens);
@@ -36,7 +34,7 @@ torch::Tensor prefill(FBT& model, const torch::Tensor& tokens, const torch::Tens
   const int64_t T = tokens.size(1);
   if (const auto p = decoding.problem(); !p.empty()) throw Error("prefill: fused_passes " + p);
   const auto layout = Layout::left_padded(valid);
-  auto e_n = model->plain_input(model->embed(tokens));  // [B,T,D]
+  auto e_n = model->plain_input(model->embed(tokens));                             // [B,T,D]
   const auto plain = prefill_plain_positions(model, tokens, valid).unsqueeze(-1);  // [B,T,1]
   const int64_t passes = decoding.prefill_passes();
   torch::Tensor x;  // the last pass's top residual [B,T,D], the only pass that fills the cache
@@ -45,7 +43,8 @@ torch::Tensor prefill(FBT& model, const torch::Tensor& tokens, const torch::Tens
     return k == passes ? torch::Tensor() : model->feedback_state(x);
   });
   auto last = x.narrow(1, T - 1, 1);  // [B,1,D]
-  cache.advance(model->feedback_state(last).select(1, 0), tokens.select(1, T - 1), layout.positions.select(1, T - 1) + 1);
+  cache.advance(model->feedback_state(last).select(1, 0), tokens.select(1, T - 1),
+                layout.positions.select(1, T - 1) + 1);
   return model->head(last).select(1, 0);  // [B,V]
 }
 
@@ -55,8 +54,7 @@ torch::Tensor decode_step(FBT& model, const torch::Tensor& tokens, DecodeMode mo
   return model->head(cached_step(model, tokens, plain, cache)).select(1, 0);  // [B,V]
 }
 
-torch::Tensor sequential_logits(FBT& model, const torch::Tensor& tokens,
-                                const torch::Tensor& plain_prefix) {
+torch::Tensor sequential_logits(FBT& model, const torch::Tensor& tokens, const torch::Tensor& plain_prefix) {
   torch::NoGradGuard no_grad;
   const int64_t B = tokens.size(0), T = tokens.size(1);
   auto param = model->parameters().front();

@@ -22,7 +22,8 @@ class CpuBackend : public DecodeBackend {
     return decoder_->step(tokens, modes, caches);
   }
   torch::Tensor prefill_pass(const torch::Tensor& tokens, const torch::Tensor& valid, KVCache& cache,
-                             const CpuDecoder::PassFeedback* feedback, torch::Tensor* states, PassLogits logits) override {
+                             const CpuDecoder::PassFeedback* feedback, torch::Tensor* states,
+                             PassLogits logits) override {
     return decoder_->prefill_pass(tokens, valid, cache, feedback, states, logits);
   }
   KVCache new_cache(int64_t batch, int64_t capacity) override {
@@ -51,7 +52,8 @@ class TorchBackend : public DecodeBackend {
     return torch::cat(each, 0);
   }
   torch::Tensor prefill_pass(const torch::Tensor& tokens_in, const torch::Tensor& valid_in, KVCache& cache,
-                             const CpuDecoder::PassFeedback* feedback, torch::Tensor* states, PassLogits logits) override {
+                             const CpuDecoder::PassFeedback* feedback, torch::Tensor* states,
+                             PassLogits logits) override {
     const auto device = model_->parameters().front().device();
     const auto tokens = tokens_in.to(device), valid = valid_in.to(device, torch::kBool);
     const int64_t B = tokens.size(0), T = tokens.size(1);
@@ -66,7 +68,7 @@ class TorchBackend : public DecodeBackend {
     const auto state = model_->feedback_state(x);
     if (states) *states = state;
     cache.advance(state.select(1, T - 1), tokens.select(1, T - 1), start + valid.sum(1));
-    if (logits == PassLogits::All) return model_->head(x);                   // [B,T,V]
+    if (logits == PassLogits::All) return model_->head(x);                                    // [B,T,V]
     if (logits == PassLogits::Last) return model_->head(x.narrow(1, T - 1, 1)).select(1, 0);  // [B,V]
     return {};
   }
@@ -74,6 +76,7 @@ class TorchBackend : public DecodeBackend {
     return KVCache(model_->config(), batch, capacity, model_->parameters().front().options());
   }
   FBT& model() override { return model_; }
+
  private:
   FBT model_;
 };
@@ -120,7 +123,7 @@ torch::Tensor DecodeBackend::prefill(const torch::Tensor& tokens, const torch::T
                 std::to_string(cache.length) + " slots");
   if (tokens.dim() != 2 || valid.sizes() != tokens.sizes() || tokens.numel() == 0)
     throw Error("prefill: tokens and valid must both be [B, T] with B, T >= 1");
-  KVCache scratch = new_cache(tokens.size(0), tokens.size(1));  // the passes before the last
+  KVCache scratch = new_cache(tokens.size(0), tokens.size(1));         // the passes before the last
   const auto plain = prefill_plain_positions(model(), tokens, valid);  // [B,T]
   torch::Tensor out;
   run_passes(passes, [&](int64_t k, const torch::Tensor& before) {

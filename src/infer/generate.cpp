@@ -42,8 +42,7 @@ void SamplingOptions::validate() const {
   if (const auto problem = top_p_problem(top_p); !problem.empty()) throw Error("--top-p " + problem);
 }
 
-torch::Tensor sample_tokens(const torch::Tensor& logits, const SamplingOptions& o,
-                            at::Generator& generator) {
+torch::Tensor sample_tokens(const torch::Tensor& logits, const SamplingOptions& o, at::Generator& generator) {
   o.validate();
   if (o.temperature == 0) return logits.argmax(-1);
   auto scaled = logits.to(torch::kCPU, torch::kFloat) / o.temperature;  // [B,V]

@@ -26,10 +26,10 @@ GraphDecoder::GraphDecoder(FBT& model, DecodeMode mode, KVCache& cache, bool use
     : model_(model), mode_(mode), cache_(cache), use_graph_(use_graph) {
   const auto device = cache.slot_pos.device();
   if (use_graph && !device.is_cuda())
-    throw Error("CUDA-graph decoding needs the model and KV cache on a CUDA device (they are on " +
-                device.str() + ")");
+    throw Error("CUDA-graph decoding needs the model and KV cache on a CUDA device (they are on " + device.str() + ")");
 #ifndef FBT_WITH_CUDA
-  if (use_graph) throw Error("CUDA-graph decoding: this build of fbt has no CUDA (build against PyTorch 2.x with CUDA)");
+  if (use_graph)
+    throw Error("CUDA-graph decoding: this build of fbt has no CUDA (build against PyTorch 2.x with CUDA)");
 #endif
   tokens_ = torch::zeros({cache.batch()}, torch::dtype(torch::kLong).device(device));
   write_slot_ = torch::zeros({1}, torch::dtype(torch::kLong).device(device));

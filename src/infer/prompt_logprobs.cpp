@@ -22,9 +22,9 @@ torch::Tensor mode_logits(DecodeBackend& backend, const torch::Tensor& tokens, c
     const auto valid = torch::ones({1, T}, torch::kBool);
     return backend.prefill(tokens, valid, decoding, cache, PassLogits::All)[0].to(torch::kCPU, torch::kFloat);
   }
-  std::vector<torch::Tensor> rows{  // [1,V] each
-      backend.prefill_pass(tokens.narrow(1, 0, 1), torch::ones({1, 1}, torch::kBool), cache, nullptr, nullptr,
-                           PassLogits::Last)};
+  std::vector<torch::Tensor> rows{// [1,V] each
+                                  backend.prefill_pass(tokens.narrow(1, 0, 1), torch::ones({1, 1}, torch::kBool), cache,
+                                                       nullptr, nullptr, PassLogits::Last)};
   for (int64_t t = 1; t < T; ++t) rows.push_back(backend.step(tokens.select(1, t), DecodeMode::Soft, cache));
   return torch::cat(rows, 0).to(torch::kCPU, torch::kFloat);
 }
@@ -37,7 +37,7 @@ std::vector<std::vector<std::pair<int64_t, float>>> top_entries(const torch::Ten
   std::vector<std::vector<std::pair<int64_t, float>>> top(static_cast<size_t>(R));
   const auto threshold = std::get<0>(lp.topk(top_n, -1)).select(1, top_n - 1);  // [R]
   const auto at_least = lp >= threshold.unsqueeze(1);                           // [R,V]
-  const auto where = at_least.nonzero();                                         // [M,2], row-major order
+  const auto where = at_least.nonzero();                                        // [M,2], row-major order
   const auto idx = where.accessor<int64_t, 2>();
   const auto val = lp.accessor<float, 2>();
   for (int64_t m = 0; m < where.size(0); ++m) top[idx[m][0]].emplace_back(idx[m][1], val[idx[m][0]][idx[m][1]]);
@@ -79,8 +79,8 @@ PromptLogprobs prompt_logprobs(DecodeBackend& backend, const std::vector<int64_t
   const auto ids = torch::tensor(tokens, torch::kLong).view({1, T});  // [1,T]
   // Position t-1's distribution scores token t: lp[t-1] over [T-1, V].
   const auto lp = torch::log_softmax(mode_logits(backend, ids, decoding).narrow(0, 0, T - 1), -1);
-  const auto next = torch::tensor(tokens, torch::kLong).narrow(0, 1, T - 1);                      // [T-1]
-  const auto chosen = lp.gather(1, next.unsqueeze(1)).squeeze(1).contiguous();                     // [T-1]
+  const auto next = torch::tensor(tokens, torch::kLong).narrow(0, 1, T - 1);    // [T-1]
+  const auto chosen = lp.gather(1, next.unsqueeze(1)).squeeze(1).contiguous();  // [T-1]
 
   PromptLogprobs out;
   out.logprob.assign(1, std::numeric_limits<float>::quiet_NaN());

@@ -8,7 +8,9 @@ namespace fbt {
 
 PromptPrefill::PromptPrefill(FBT model, std::vector<int64_t> prompt, const Decoding& decoding, int64_t capacity,
                              std::shared_ptr<DecodeBackend> backend)
-    : model_(std::move(model)), prompt_(std::move(prompt)), capacity_(capacity),
+    : model_(std::move(model)),
+      prompt_(std::move(prompt)),
+      capacity_(capacity),
       backend_(backend ? std::move(backend) : torch_backend(model_)) {
   const int64_t n = prompt_.size(), context = model_->config().context;
   if (n == 0) throw Error("the prompt is empty");
@@ -30,22 +32,26 @@ torch::Tensor PromptPrefill::run(int64_t chunk) {
     for (int64_t j = 0; j < passes_; ++j)
       caches_.emplace_back(model_->config(), 1, j + 1 == passes_ ? capacity_ : n, param.options());
 
-  auto tokens = torch::tensor(std::vector<int64_t>(prompt_.begin() + start, prompt_.begin() + start + m),
-                              torch::kLong).view({1, m}).to(param.device());  // [1,m]
+  auto tokens = torch::tensor(std::vector<int64_t>(prompt_.begin() + start, prompt_.begin() + start + m), torch::kLong)
+                    .view({1, m})
+                    .to(param.device());  // [1,m]
   const auto valid = torch::ones({1, m}, torch::dtype(torch::kBool).device(param.device()));
   const auto plain = plain_.narrow(1, start, m);  // [1,m]
-  torch::Tensor logits;  // [1,V] after the prompt's last chunk
+  torch::Tensor logits;                           // [1,V] after the prompt's last chunk
   // Pass j+1 continues its own cache from its next_pos; the carry holds each pass's state at the
   // position before the chunk (a chunk boundary is not a document start).
-  run_passes(passes_, [&](int64_t k, const torch::Tensor& before) {
-    const CpuDecoder::PassFeedback feedback{before, plain};
-    const bool last = k == passes_;  // the output layer only after the last pass of the last chunk
-    torch::Tensor state;             // [1,m,D]
-    logits = backend_->prefill_pass(tokens, valid, caches_[k - 1], k > 1 ? &feedback : nullptr,
-                                    last ? nullptr : &state,
-                                    last && start + m == n ? PassLogits::Last : PassLogits::None);
-    return state;
-  }, &carry_);
+  run_passes(
+      passes_,
+      [&](int64_t k, const torch::Tensor& before) {
+        const CpuDecoder::PassFeedback feedback{before, plain};
+        const bool last = k == passes_;  // the output layer only after the last pass of the last chunk
+        torch::Tensor state;             // [1,m,D]
+        logits =
+            backend_->prefill_pass(tokens, valid, caches_[k - 1], k > 1 ? &feedback : nullptr, last ? nullptr : &state,
+                                   last && start + m == n ? PassLogits::Last : PassLogits::None);
+        return state;
+      },
+      &carry_);
   next_ += m;
   if (!done()) return {};
   caches_.erase(caches_.begin(), caches_.end() - 1);  // the earlier passes' caches are done with

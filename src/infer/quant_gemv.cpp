@@ -81,8 +81,8 @@ float quantize_block_q4(const float* v, uint8_t* qs) {
 /// The input rows of one product: fp32 x [B, K], and for Int8 activations their Q8_0 blocks.
 struct Inputs {
   const float* x;
-  const int8_t* xq;  ///< [B, K]
-  const float* dx;   ///< [B, K/32], fp32 scales
+  const int8_t* xq;   ///< [B, K]
+  const float* dx;    ///< [B, K/32], fp32 scales
   const int32_t* sx;  ///< [B, K/32], Σ of each block's 32 int8 values (Q4_0 only: its offset of 8, below)
   int64_t K;
 };
@@ -160,8 +160,9 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256i load_block(const uint8_t
 /// group of 4 added to an int32 lane, exactly), the same sums of the same groups as maddubs + madd:
 /// Q8_0 |w| against sign(w)·x, Q4_0 the nibbles against x added to −8Σx (`offset`, lane 0).
 template <QuantFormat F>
-__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"))) inline __m256i block_sums_vnni(__m256i wv, __m256i xv,
-                                                                                                __m256i offset) {
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"))) inline __m256i block_sums_vnni(__m256i wv,
+                                                                                                    __m256i xv,
+                                                                                                    __m256i offset) {
   if constexpr (F == QuantFormat::Q8_0)
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
   else
@@ -179,8 +180,10 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256 block_dot_i8(__m256i wv, 
     sums = block_sums_vnni<F>(wv, xv, offset);
   } else {
     __m256i pairs;
-    if constexpr (F == QuantFormat::Q8_0) pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
-    else pairs = _mm256_maddubs_epi16(wv, xv);
+    if constexpr (F == QuantFormat::Q8_0)
+      pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv));
+    else
+      pairs = _mm256_maddubs_epi16(wv, xv);
     sums = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
     if constexpr (F == QuantFormat::Q4_0) sums = _mm256_sub_epi32(sums, offset);
   }
@@ -217,7 +220,7 @@ __attribute__((target("avx2,fma,f16c"))) inline void tile_avx2(const QuantMatrix
   for (int r = 0; r < NR; ++r)
     for (int c = 0; c < BC; ++c) even[r][c] = odd[r][c] = _mm256_setzero_ps();
   // acc[r][c] += block ib of row n + r · block ib of input row b0 + c
-  auto add_block = [&](int64_t ib, __m256 (*acc)[BC]) __attribute__((always_inline, target("avx2,fma,f16c"))) {
+  auto add_block = [&](int64_t ib, __m256(*acc)[BC]) __attribute__((always_inline, target("avx2,fma,f16c"))) {
     if constexpr (NR > 1) {  // a single row streams best on the hardware prefetcher alone
       const uint8_t* ahead = rows + NR * nb * bb + NR * ib * bb + kPrefetchAhead;  // the NR blocks of this step
       for (int64_t at = 0; at < NR * bb; at += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + at), _MM_HINT_T0);
@@ -240,9 +243,11 @@ __attribute__((target("avx2,fma,f16c"))) inline void tile_avx2(const QuantMatrix
 #pragma GCC unroll 4
       for (int c = 0; c < BC; ++c) {
         if constexpr (ACT == Q8Activations::Int8)
-          acc[r][c] = _mm256_fmadd_ps(block_dot_i8<F, VNNI>(wv, xv[c], offset[c]), _mm256_set1_ps(dw * dx[c]), acc[r][c]);
+          acc[r][c] =
+              _mm256_fmadd_ps(block_dot_i8<F, VNNI>(wv, xv[c], offset[c]), _mm256_set1_ps(dw * dx[c]), acc[r][c]);
         else
-          acc[r][c] = _mm256_fmadd_ps(block_dot_f32<F>(wv, in.x + (b0 + c) * K + ib * kBlock), _mm256_set1_ps(dw), acc[r][c]);
+          acc[r][c] =
+              _mm256_fmadd_ps(block_dot_f32<F>(wv, in.x + (b0 + c) * K + ib * kBlock), _mm256_set1_ps(dw), acc[r][c]);
       }
     }
   };
@@ -290,8 +295,10 @@ __attribute__((target("avx2,fma,f16c"), flatten)) void rows_avx2(const QuantMatr
 }
 /// Int8 activations with vpdpbusd (the same sums: the same bits as rows_avx2).
 template <QuantFormat F>
-__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"), flatten)) void rows_vnni(
-    const QuantMatrix& W, const Inputs& in, int64_t B, float* y, int64_t n0, int64_t n1) {
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"), flatten)) void rows_vnni(const QuantMatrix& W,
+                                                                                             const Inputs& in,
+                                                                                             int64_t B, float* y,
+                                                                                             int64_t n0, int64_t n1) {
   rows_tiled<Q8Activations::Int8, F, true>(W, in, B, y, n0, n1);
 }
 
@@ -356,7 +363,9 @@ QuantMatrix QuantMatrix::quantize(QuantFormat format, const float* W, int64_t N,
   return m;
 }
 
-void QuantMatrix::dequantize_row(int64_t n, float* out) const { dequantize_blocks(ggml_type(format_), block(n, 0), cols_, out); }
+void QuantMatrix::dequantize_row(int64_t n, float* out) const {
+  dequantize_blocks(ggml_type(format_), block(n, 0), cols_, out);
+}
 
 int quant_kernel_threads() { return detail::parallel_for_threads_here(); }
 
@@ -381,8 +390,10 @@ void quant_linear(const float* x, int64_t B, const QuantMatrix& W, float* y, Q8A
   const RowsFn simd = cpu_has_avx2() ? simd_kernel(W.format(), act) : nullptr;
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / K);  // ~64 KiB of Q8_0 weights per task
   at::parallel_for(0, W.rows(), grain, [&](int64_t n0, int64_t n1) {
-    if (simd) simd(W, in, B, y, n0, n1);
-    else rows_portable(W, in, B, y, n0, n1, act);
+    if (simd)
+      simd(W, in, B, y, n0, n1);
+    else
+      rows_portable(W, in, B, y, n0, n1, act);
   });
 }
 

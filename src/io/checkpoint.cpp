@@ -18,15 +18,15 @@ void assign_weights(const TensorFile& file, const CheckpointInfo& info, FBT& mod
   const auto stored = info.config.to_json(), current = model->config().to_json();
   for (const auto& item : current.items())
     if (stored.at(item.key()) != item.value())
-      throw Error(path + ": model config mismatch: " + item.key() + " is " +
-                  stored.at(item.key()).dump() + " in the checkpoint but " + item.value().dump() +
-                  " in the model");
+      throw Error(path + ": model config mismatch: " + item.key() + " is " + stored.at(item.key()).dump() +
+                  " in the checkpoint but " + item.value().dump() + " in the model");
   assign_tensors(file, model, path);
 }
 
 void assign_tensors(const TensorFile& file, FBT& model, const std::string& path) {
   if (file.metadata.is_object() && file.metadata.contains("quantized"))
-    throw Error(path + ": a quantised checkpoint (fbt quantize) holds no fp32 matrices; training, a warm start "
+    throw Error(path +
+                ": a quantised checkpoint (fbt quantize) holds no fp32 matrices; training, a warm start "
                 "(--init-from) and export need the fp32 run it was made from");
   auto params = model->named_parameters();
   std::set<std::string> seen;
@@ -35,8 +35,8 @@ void assign_tensors(const TensorFile& file, FBT& model, const std::string& path)
     auto* p = params.find(name);
     if (!p) throw Error(path + ": unexpected tensor '" + name + "' (not a parameter of this model)");
     if (p->sizes() != tensor.sizes())
-      throw Error(path + ": tensor '" + name + "' has shape " + c10::str(tensor.sizes()) +
-                  " but the model expects " + c10::str(p->sizes()));
+      throw Error(path + ": tensor '" + name + "' has shape " + c10::str(tensor.sizes()) + " but the model expects " +
+                  c10::str(p->sizes()));
     if (tensor.data_ptr() != p->data_ptr()) p->copy_(tensor);  // else load_tensors read it in place
     seen.insert(name);
   }
@@ -51,8 +51,7 @@ CheckpointInfo checkpoint_info_from_metadata(const nlohmann::json& meta, const s
   info.format_version = required_field<int>(meta, "format_version", path + ": metadata");
   if (info.format_version != kCheckpointFormatVersion)
     throw Error(path + ": checkpoint format version " + std::to_string(info.format_version) +
-                " is not supported (this build reads version " +
-                std::to_string(kCheckpointFormatVersion) + ")");
+                " is not supported (this build reads version " + std::to_string(kCheckpointFormatVersion) + ")");
   const auto config = required_field<nlohmann::json>(meta, "model_config", path + ": metadata");
   // A checkpoint states every setting, with one exception: checkpoints written before a group of
   // keys was added (ModelConfig::added_key_groups: the Llama block switches, then the paper's input

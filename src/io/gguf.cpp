@@ -19,17 +19,37 @@ constexpr int kMaxArrayDepth = 8;
 
 // gguf_type, the metadata value types of docs/gguf.md.
 enum : uint32_t {
-  kUint8, kInt8, kUint16, kInt16, kUint32, kInt32, kFloat32, kBool, kString, kArray, kUint64, kInt64, kFloat64
+  kUint8,
+  kInt8,
+  kUint16,
+  kInt16,
+  kUint32,
+  kInt32,
+  kFloat32,
+  kBool,
+  kString,
+  kArray,
+  kUint64,
+  kInt64,
+  kFloat64
 };
 
 /// The fewest bytes a value of `type` takes in the file (arrays and strings: their headers), or 0
 /// for an unknown type.
 uint64_t min_value_bytes(uint32_t type) {
   switch (type) {
-    case kUint8: case kInt8: case kBool: return 1;
-    case kUint16: case kInt16: return 2;
-    case kUint32: case kInt32: case kFloat32: return 4;
-    case kUint64: case kInt64: case kFloat64: case kString: return 8;
+    case kUint8:
+    case kInt8:
+    case kBool: return 1;
+    case kUint16:
+    case kInt16: return 2;
+    case kUint32:
+    case kInt32:
+    case kFloat32: return 4;
+    case kUint64:
+    case kInt64:
+    case kFloat64:
+    case kString: return 8;
     case kArray: return 12;
     default: return 0;
   }
@@ -126,7 +146,8 @@ nlohmann::json read_value(Reader& r, uint32_t type, const std::string& what, int
                std::to_string(r.left()) + " bytes left");
       auto out = nlohmann::json::array();
       out.get_ref<nlohmann::json::array_t&>().reserve(n);
-      for (uint64_t i = 0; i < n; ++i) out.push_back(read_value(r, elem, what + "[" + std::to_string(i) + "]", depth + 1));
+      for (uint64_t i = 0; i < n; ++i)
+        out.push_back(read_value(r, elem, what + "[" + std::to_string(i) + "]", depth + 1));
       return out;
     }
     default: r.fail(what + ": unknown value type " + std::to_string(type));
@@ -196,7 +217,8 @@ GgufFile read_gguf(const std::string& path) {
   if (magic != kMagic) r.fail("not a GGUF file (the first 4 bytes are not \"GGUF\")");
   f.version = r.pod<uint32_t>("the version");
   if (f.version != 2 && f.version != 3)
-    r.fail("GGUF version " + std::to_string(f.version) + " is not supported (2 and 3 are; a big-endian file reads as a huge version)");
+    r.fail("GGUF version " + std::to_string(f.version) +
+           " is not supported (2 and 3 are; a big-endian file reads as a huge version)");
   const auto n_tensors = r.pod<uint64_t>("the tensor count");
   const auto n_kv = r.pod<uint64_t>("the metadata entry count");
   // Each entry takes at least 12 bytes (key length + type), each tensor info at least 28.
@@ -235,7 +257,8 @@ torch::Tensor read_gguf_tensor(const GgufFile& file, const GgufTensorInfo& info)
   std::ifstream in(file.path, std::ios::binary);
   in.seekg(static_cast<std::streamoff>(file.data_offset + info.offset));
   in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  if (!in) throw Error("'" + file.path + "': cannot read the data of tensor '" + info.name + "' (file changed or truncated?)");
+  if (!in)
+    throw Error("'" + file.path + "': cannot read the data of tensor '" + info.name + "' (file changed or truncated?)");
   try {
     return dequantize_ggml(info.type, bytes.data(), n).reshape(info.shape());
   } catch (const Error& e) {

@@ -46,8 +46,8 @@ int64_t vocab_size(const GgufFile& f, const std::string& arch) {
   }
   if (f.metadata.contains(arch + ".vocab_size")) return meta<int64_t>(f, arch + ".vocab_size");
   const auto* embd = f.find("token_embd.weight");
-  if (!embd || embd->ne.size() != 2) throw Error(where(f) + ": no vocabulary size (no token list, " + arch +
-                                                 ".vocab_size or 2-D token_embd.weight)");
+  if (!embd || embd->ne.size() != 2)
+    throw Error(where(f) + ": no vocabulary size (no token list, " + arch + ".vocab_size or 2-D token_embd.weight)");
   return embd->ne[1];
 }
 
@@ -60,11 +60,13 @@ void read_rope(const GgufFile& f, const std::string& arch, ModelConfig& c) {
     throw Error(where(f) + ": metadata '" + arch + ".rope.scaling.type' is \"" + scaling +
                 "\"; RoPE scaling from GGUF is not supported yet");
   if (f.find("rope_freqs.weight"))
-    throw Error(where(f) + ": tensor 'rope_freqs.weight' (per-dimension RoPE factors, llama3 scaling) is not supported yet");
+    throw Error(where(f) +
+                ": tensor 'rope_freqs.weight' (per-dimension RoPE factors, llama3 scaling) is not supported yet");
   const auto rot = meta_or<int64_t>(f, arch + ".rope.dimension_count", c.head_dim());
   if (rot != c.head_dim())
     throw Error(where(f) + ": metadata '" + arch + ".rope.dimension_count' is " + std::to_string(rot) +
-                " but the head dimension is " + std::to_string(c.head_dim()) + "; partial rotary embeddings are not supported");
+                " but the head dimension is " + std::to_string(c.head_dim()) +
+                "; partial rotary embeddings are not supported");
 }
 
 bool is_llama_qk(const std::string& gguf_name, bool* is_k) {
@@ -96,7 +98,8 @@ std::map<std::string, int> load_tensors(const GgufFile& f, const std::string& ar
   }
   for (const auto& t : f.tensors)
     if (!used.count(t.name))
-      throw Error(where(f) + ": unexpected tensor '" + t.name + "' (not part of a " + arch + " model with this metadata)");
+      throw Error(where(f) + ": unexpected tensor '" + t.name + "' (not part of a " + arch +
+                  " model with this metadata)");
   return types;
 }
 
@@ -108,7 +111,8 @@ ModelConfig gguf_model_config(const GgufFile& f, const HfImportOptions& options)
   const auto arch = meta<std::string>(f, "general.architecture");
   const auto supported = gguf_supported_architectures();
   if (std::find(supported.begin(), supported.end(), arch) == supported.end())
-    throw Error(where(f) + ": architecture \"" + arch + "\" (general.architecture) is not supported (supported: llama, qwen2, qwen3)");
+    throw Error(where(f) + ": architecture \"" + arch +
+                "\" (general.architecture) is not supported (supported: llama, qwen2, qwen3)");
   ModelConfig c;
   c.block = BlockKind::Llama;
   c.vocab_size = vocab_size(f, arch);
@@ -141,11 +145,11 @@ ModelConfig gguf_model_config(const GgufFile& f, const HfImportOptions& options)
 
 std::string gguf_tensor_name(const std::string& fbt_name) {
   static const std::vector<std::pair<std::string, std::string>> modules = {
-      {"input_layernorm", "attn_norm"}, {"post_attention_layernorm", "ffn_norm"},
-      {"self_attn.q_proj", "attn_q"},   {"self_attn.k_proj", "attn_k"},
-      {"self_attn.v_proj", "attn_v"},   {"self_attn.o_proj", "attn_output"},
+      {"input_layernorm", "attn_norm"},    {"post_attention_layernorm", "ffn_norm"},
+      {"self_attn.q_proj", "attn_q"},      {"self_attn.k_proj", "attn_k"},
+      {"self_attn.v_proj", "attn_v"},      {"self_attn.o_proj", "attn_output"},
       {"self_attn.q_norm", "attn_q_norm"}, {"self_attn.k_norm", "attn_k_norm"},
-      {"mlp.gate_proj", "ffn_gate"},    {"mlp.up_proj", "ffn_up"},
+      {"mlp.gate_proj", "ffn_gate"},       {"mlp.up_proj", "ffn_up"},
       {"mlp.down_proj", "ffn_down"}};
   const auto hf = hf_tensor_name(fbt_name);
   if (hf == "model.embed_tokens.weight") return "token_embd.weight";

@@ -15,20 +15,31 @@ namespace {
 // ggml.h's enum ggml_type; the gaps are ids ggml has retired.
 const std::map<uint32_t, std::string>& type_names() {
   static const std::map<uint32_t, std::string> names = {
-      {0, "F32"},      {1, "F16"},     {2, "Q4_0"},     {3, "Q4_1"},     {6, "Q5_0"},    {7, "Q5_1"},
-      {8, "Q8_0"},     {9, "Q8_1"},    {10, "Q2_K"},    {11, "Q3_K"},    {12, "Q4_K"},   {13, "Q5_K"},
-      {14, "Q6_K"},    {15, "Q8_K"},   {16, "IQ2_XXS"}, {17, "IQ2_XS"},  {18, "IQ3_XXS"}, {19, "IQ1_S"},
-      {20, "IQ4_NL"},  {21, "IQ3_S"},  {22, "IQ2_S"},   {23, "IQ4_XS"},  {24, "I8"},     {25, "I16"},
-      {26, "I32"},     {27, "I64"},    {28, "F64"},     {29, "IQ1_M"},   {30, "BF16"},   {34, "TQ1_0"},
-      {35, "TQ2_0"},   {39, "MXFP4"}};
+      {0, "F32"},      {1, "F16"},     {2, "Q4_0"},     {3, "Q4_1"},   {6, "Q5_0"},    {7, "Q5_1"},   {8, "Q8_0"},
+      {9, "Q8_1"},     {10, "Q2_K"},   {11, "Q3_K"},    {12, "Q4_K"},  {13, "Q5_K"},   {14, "Q6_K"},  {15, "Q8_K"},
+      {16, "IQ2_XXS"}, {17, "IQ2_XS"}, {18, "IQ3_XXS"}, {19, "IQ1_S"}, {20, "IQ4_NL"}, {21, "IQ3_S"}, {22, "IQ2_S"},
+      {23, "IQ4_XS"},  {24, "I8"},     {25, "I16"},     {26, "I32"},   {27, "I64"},    {28, "F64"},   {29, "IQ1_M"},
+      {30, "BF16"},    {34, "TQ1_0"},  {35, "TQ2_0"},   {39, "MXFP4"}};
   return names;
 }
 
 enum : uint32_t {
-  kF32 = 0, kF16 = 1, kQ4_0 = kGgmlQ4_0, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = kGgmlQ8_0,
-  kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kQ8_K = 15, kBF16 = 30
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = kGgmlQ4_0,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = kGgmlQ8_0,
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kQ8_K = 15,
+  kBF16 = 30
 };
-constexpr int64_t kGgmlBlock = 32;  // values per block of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (QK4_0 ...)
+constexpr int64_t kGgmlBlock = 32;    // values per block of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (QK4_0 ...)
 constexpr int64_t kSuperBlock = 256;  // values per super-block of the K types (QK_K)
 
 float half_at(const uint8_t* p) {
@@ -186,7 +197,8 @@ void dequantize_q6_k(const uint8_t* block, int64_t b, float* y) {
 void dequantize_q8_k(const uint8_t* block, int64_t b, float* y) {
   float d;
   std::memcpy(&d, block, 4);
-  if (!std::isfinite(d)) throw Error("block " + std::to_string(b) + " has a non-finite scale d (" + std::to_string(d) + ")");
+  if (!std::isfinite(d))
+    throw Error("block " + std::to_string(b) + " has a non-finite scale d (" + std::to_string(d) + ")");
   for (int i = 0; i < kSuperBlock; ++i) y[i] = d * static_cast<float>(static_cast<int8_t>(block[4 + i]));
 }
 
@@ -244,6 +256,8 @@ void dequantize_blocks(uint32_t type, const uint8_t* data, int64_t n, float* x) 
   }
 }
 
-std::string ggml_supported_types() { return "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K"; }
+std::string ggml_supported_types() {
+  return "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K";
+}
 
 }  // namespace fbt

@@ -77,8 +77,13 @@ json added_tokens(const GgufFile& f, const std::vector<std::string>& tokens, boo
     const int type = types[id].is_number_integer() ? types[id].get<int>() : 0;
     const bool special = type == kControl || (sentencepiece && type == kUnknown);
     if (!special && type != kUserDefined) continue;
-    added.push_back({{"id", id}, {"content", tokens[id]}, {"single_word", false}, {"lstrip", false},
-                     {"rstrip", false}, {"normalized", false}, {"special", special}});
+    added.push_back({{"id", id},
+                     {"content", tokens[id]},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", special}});
   }
   return added;
 }
@@ -109,7 +114,8 @@ json sentencepiece_merges(const std::vector<std::string>& tokens, const std::vec
   for (size_t t = 0; t < tokens.size(); ++t) {
     const std::string& token = tokens[t];
     std::vector<Merge> local;
-    for (size_t b = utf8_char_len(token); b > 0 && b < token.size(); b += std::max<size_t>(1, utf8_char_len(std::string_view(token).substr(b)))) {
+    for (size_t b = utf8_char_len(token); b > 0 && b < token.size();
+         b += std::max<size_t>(1, utf8_char_len(std::string_view(token).substr(b)))) {
       const auto l = id.find(token.substr(0, b)), r = id.find(token.substr(b));
       if (l != id.end() && r != id.end())
         local.push_back({l->second, r->second, scores[t], utf8_length(l->first), utf8_length(r->first)});
@@ -125,7 +131,8 @@ json sentencepiece_merges(const std::vector<std::string>& tokens, const std::vec
     return a.right_chars > b.right_chars;
   });
   json out = json::array();
-  for (const Merge& m : merges) out.push_back({tokens[static_cast<size_t>(m.left)], tokens[static_cast<size_t>(m.right)]});
+  for (const Merge& m : merges)
+    out.push_back({tokens[static_cast<size_t>(m.left)], tokens[static_cast<size_t>(m.right)]});
   return out;
 }
 
@@ -140,25 +147,29 @@ void sentencepiece_stages(const GgufFile& f, const std::vector<std::string>& tok
   if (!f.metadata.contains("tokenizer.ggml.scores")) throw Error(where + "'tokenizer.ggml.scores' is missing");
   const auto& score_list = f.metadata.at("tokenizer.ggml.scores");
   if (!score_list.is_array() || score_list.size() != tokens.size())
-    throw Error(where + "'tokenizer.ggml.scores' holds " + (score_list.is_array() ? std::to_string(score_list.size()) : "no array") +
-                " scores for " + std::to_string(tokens.size()) + " tokens (tokenizer.ggml.tokens)");
+    throw Error(where + "'tokenizer.ggml.scores' holds " +
+                (score_list.is_array() ? std::to_string(score_list.size()) : "no array") + " scores for " +
+                std::to_string(tokens.size()) + " tokens (tokenizer.ggml.tokens)");
   std::vector<double> scores;
   for (size_t i = 0; i < score_list.size(); ++i) {
-    if (!score_list[i].is_number()) throw Error(where + "'tokenizer.ggml.scores'[" + std::to_string(i) + "] is not a number");
+    if (!score_list[i].is_number())
+      throw Error(where + "'tokenizer.ggml.scores'[" + std::to_string(i) + "] is not a number");
     scores.push_back(score_list[i].get<double>());
   }
   for (int b = 0; b < 256; ++b) {
     char piece[8];
     std::snprintf(piece, sizeof piece, "<0x%02X>", b);
     if (std::find(tokens.begin(), tokens.end(), piece) == tokens.end())
-      throw Error(where + "'tokenizer.ggml.tokens' lacks the byte-fallback piece " + std::string(piece) +
-                  " (a SentencePiece tokenizer needs all 256, <0x00>..<0xFF>, for the characters its vocabulary lacks)");
+      throw Error(
+          where + "'tokenizer.ggml.tokens' lacks the byte-fallback piece " + std::string(piece) +
+          " (a SentencePiece tokenizer needs all 256, <0x00>..<0xFF>, for the characters its vocabulary lacks)");
   }
   const bool prefix = flag(f, "tokenizer.ggml.add_space_prefix", true);
-  tokenizer["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", kSpace},
-                                {"prepend_scheme", prefix ? "first" : "never"}, {"split", false}};
+  tokenizer["pre_tokenizer"] = {
+      {"type", "Metaspace"}, {"replacement", kSpace}, {"prepend_scheme", prefix ? "first" : "never"}, {"split", false}};
   json decoders = {{{"type", "Replace"}, {"pattern", {{"String", kSpace}}}, {"content", " "}},
-                   {{"type", "ByteFallback"}}, {{"type", "Fuse"}}};
+                   {{"type", "ByteFallback"}},
+                   {{"type", "Fuse"}}};
   if (prefix) decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
   tokenizer["decoder"] = {{"type", "Sequence"}, {"decoders", decoders}};
   tokenizer["model"]["byte_fallback"] = true;
@@ -171,10 +182,15 @@ void sentencepiece_stages(const GgufFile& f, const std::vector<std::string>& tok
 json hf_pre_tokenizer_of_gguf(const std::string& pre, const std::string& origin) {
   static const std::map<std::string, std::vector<std::string>> splits = {
       {"default", {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"}},
-      {"gpt-2", {kGpt2}}, {"phi-2", {kGpt2}},
-      {"llama3", {kLlama3}}, {"llama-v3", {kLlama3}}, {"llama-bpe", {kLlama3}},
-      {"qwen2", {kQwen2}}, {"deepseek-r1-qwen", {kQwen2}},
-      {"starcoder", {R"(\p{N})", kGpt2}}, {"refact", {R"(\p{N})", kGpt2}}};
+      {"gpt-2", {kGpt2}},
+      {"phi-2", {kGpt2}},
+      {"llama3", {kLlama3}},
+      {"llama-v3", {kLlama3}},
+      {"llama-bpe", {kLlama3}},
+      {"qwen2", {kQwen2}},
+      {"deepseek-r1-qwen", {kQwen2}},
+      {"starcoder", {R"(\p{N})", kGpt2}},
+      {"refact", {R"(\p{N})", kGpt2}}};
   if (pre == "smollm")
     return {{"type", "Sequence"},
             {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, byte_level(true)}}};
@@ -182,8 +198,8 @@ json hf_pre_tokenizer_of_gguf(const std::string& pre, const std::string& origin)
   if (it == splits.end()) {
     std::string names = "smollm";
     for (const auto& [name, regexes] : splits) names += ", " + name;
-    throw Error(origin + ": metadata 'tokenizer.ggml.pre' is \"" + pre + "\", a pre-tokenizer fbt does not know (supported: " +
-                names + ")");
+    throw Error(origin + ": metadata 'tokenizer.ggml.pre' is \"" + pre +
+                "\", a pre-tokenizer fbt does not know (supported: " + names + ")");
   }
   return split_sequence(it->second);
 }
@@ -191,7 +207,8 @@ json hf_pre_tokenizer_of_gguf(const std::string& pre, const std::string& origin)
 HfTokenizerFiles hf_tokenizer_from_gguf(const GgufFile& f) {
   const std::string origin = "'" + f.path + "'";
   if (!f.metadata.contains("tokenizer.ggml.model"))
-    throw Error(origin + ": metadata key 'tokenizer.ggml.model' is missing: the file carries no tokenizer "
+    throw Error(origin +
+                ": metadata key 'tokenizer.ggml.model' is missing: the file carries no tokenizer "
                 "(tokenizer.ggml.*), and fbt imports a model only with its tokenizer");
   const auto& model_value = f.metadata.at("tokenizer.ggml.model");
   const std::string model = model_value.is_string() ? model_value.get<std::string>() : model_value.dump();
@@ -211,21 +228,32 @@ HfTokenizerFiles hf_tokenizer_from_gguf(const GgufFile& f) {
   const bool add_bos = flag(f, "tokenizer.ggml.add_bos_token", sentencepiece);
   json post = nullptr;
   if (add_bos && bos.is_string())
-    post = {{"type", "TemplateProcessing"},
-            {"single", {{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
-            {"pair", {{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-                      {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
-            {"special_tokens", {{bos.get<std::string>(), {{"id", bos}, {"ids", {vocab.at(bos.get<std::string>())}}, {"tokens", {bos}}}}}}};
+    post = {
+        {"type", "TemplateProcessing"},
+        {"single", {{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"pair",
+         {{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}},
+          {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+          {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+        {"special_tokens",
+         {{bos.get<std::string>(), {{"id", bos}, {"ids", {vocab.at(bos.get<std::string>())}}, {"tokens", {bos}}}}}}};
   HfTokenizerFiles out;
-  out.tokenizer = {
-      {"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr},
-      {"added_tokens", added_tokens(f, tokens, sentencepiece)},
-      {"normalizer", nullptr},
-      {"post_processor", post},
-      {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
-                 {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false},
-                 {"ignore_merges", pre_value == "llama3" || pre_value == "llama-v3" || pre_value == "llama-bpe"},
-                 {"vocab", vocab}}}};
+  out.tokenizer = {{"version", "1.0"},
+                   {"truncation", nullptr},
+                   {"padding", nullptr},
+                   {"added_tokens", added_tokens(f, tokens, sentencepiece)},
+                   {"normalizer", nullptr},
+                   {"post_processor", post},
+                   {"model",
+                    {{"type", "BPE"},
+                     {"dropout", nullptr},
+                     {"unk_token", nullptr},
+                     {"continuing_subword_prefix", nullptr},
+                     {"end_of_word_suffix", nullptr},
+                     {"fuse_unk", false},
+                     {"byte_fallback", false},
+                     {"ignore_merges", pre_value == "llama3" || pre_value == "llama-v3" || pre_value == "llama-bpe"},
+                     {"vocab", vocab}}}};
   if (sentencepiece) {
     sentencepiece_stages(f, tokens, out.tokenizer);
   } else {

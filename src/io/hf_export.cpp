@@ -15,9 +15,11 @@ namespace fs = std::filesystem;
 
 std::string hf_model_type(const ModelConfig& c) {
   if (c.block != BlockKind::Llama)
-    throw Error("model.block is \"fbt\" (the paper's block: input norm on plain inputs, scaled branches, head "
-                "gates), which no transformers model has; only block llama models can be exported");
-  if (c.window > 0) throw Error("model.window is " + std::to_string(c.window) + "; sliding-window layers are not exported");
+    throw Error(
+        "model.block is \"fbt\" (the paper's block: input norm on plain inputs, scaled branches, head "
+        "gates), which no transformers model has; only block llama models can be exported");
+  if (c.window > 0)
+    throw Error("model.window is " + std::to_string(c.window) + "; sliding-window layers are not exported");
   if (c.qk_norm) {
     if (c.attention_bias != c.attention_out_bias)
       throw Error("model.attention_bias and model.attention_out_bias differ; Qwen3 (QK-norm) has both or neither");
@@ -35,7 +37,9 @@ std::string hf_model_type(const ModelConfig& c) {
 
 nlohmann::json hf_config_json(const ModelConfig& c, const nlohmann::json& tokenizer) {
   const auto type = hf_model_type(c);
-  const std::string arch = type == "llama" ? "LlamaForCausalLM" : type == "qwen2" ? "Qwen2ForCausalLM" : "Qwen3ForCausalLM";
+  const std::string arch = type == "llama"   ? "LlamaForCausalLM"
+                           : type == "qwen2" ? "Qwen2ForCausalLM"
+                                             : "Qwen3ForCausalLM";
   nlohmann::json j = {{"architectures", {arch}},
                       {"model_type", type},
                       {"vocab_size", c.vocab_size},
@@ -61,8 +65,8 @@ nlohmann::json hf_config_json(const ModelConfig& c, const nlohmann::json& tokeni
                          {"low_freq_factor", c.rope_low_freq_factor},
                          {"high_freq_factor", c.rope_high_freq_factor},
                          {"original_max_position_embeddings", c.rope_original_context}};
-  for (const auto& [fbt_key, hf_key] : {std::pair{"bos_id", "bos_token_id"}, {"eos_id", "eos_token_id"},
-                                        {"pad_id", "pad_token_id"}}) {
+  for (const auto& [fbt_key, hf_key] :
+       {std::pair{"bos_id", "bos_token_id"}, {"eos_id", "eos_token_id"}, {"pad_id", "pad_token_id"}}) {
     const auto id = tokenizer.is_object() ? tokenizer.value(fbt_key, nlohmann::json()) : nlohmann::json();
     if (id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < c.vocab_size) j[hf_key] = id;
   }
@@ -76,7 +80,8 @@ void export_hf_model(const FBT& model, const nlohmann::json& tokenizer, const st
   NamedTensors hf, own;
   for (const auto& p : model->named_parameters()) {
     const auto name = hf_tensor_name(p.key());
-    (name.empty() ? own : hf).emplace_back(name.empty() ? p.key() : name, p.value().detach().to(torch::kCPU, torch::kFloat));
+    (name.empty() ? own : hf)
+        .emplace_back(name.empty() ? p.key() : name, p.value().detach().to(torch::kCPU, torch::kFloat));
   }
   const nlohmann::json provenance = {{"exported_by", "fbt export"}, {"git_sha", git_sha()}};
   write_directory_atomic(out_dir, [&](const std::string& dir) {

@@ -56,8 +56,7 @@ void read_rope(const nlohmann::json& hf, const std::string& origin, ModelConfig&
   std::string type = optional_field<std::string>(params, "rope_type", where, "");
   if (type.empty()) type = optional_field<std::string>(params, "type", where, "default");
   if (type == "default") return;
-  if (type != "llama3")
-    throw Error(where + ": field 'rope_type' is \"" + type + "\"; supported: default, llama3");
+  if (type != "llama3") throw Error(where + ": field 'rope_type' is \"" + type + "\"; supported: default, llama3");
   c.rope_scaling = RopeScaling::Llama3;
   c.rope_scaling_factor = required_field<double>(params, "factor", where);
   c.rope_low_freq_factor = required_field<double>(params, "low_freq_factor", where);
@@ -81,7 +80,8 @@ std::map<std::string, fs::path> weight_files(const fs::path& dir) {
     return files;
   }
   if (fs::is_regular_file(single)) return {{"", single}};  // "": every tensor of the one file
-  throw Error("'" + dir.string() + "' has neither model.safetensors nor model.safetensors.index.json "
+  throw Error("'" + dir.string() +
+              "' has neither model.safetensors nor model.safetensors.index.json "
               "(PyTorch .bin checkpoints are not read; re-save with save_pretrained(safe_serialization=True))");
 }
 
@@ -99,8 +99,10 @@ std::string token_content(const nlohmann::json& tokenizer, int64_t id) {
 void read_hf_tokenizer(const fs::path& dir, const nlohmann::json& hf, HfImport& out) {
   const auto path = dir / "tokenizer.json";
   if (!fs::is_regular_file(path))
-    throw Error("'" + dir.string() + "' has no tokenizer.json (directories with only a sentencepiece "
-                "tokenizer.model are not supported; transformers' AutoTokenizer.save_pretrained writes tokenizer.json)");
+    throw Error(
+        "'" + dir.string() +
+        "' has no tokenizer.json (directories with only a sentencepiece "
+        "tokenizer.model are not supported; transformers' AutoTokenizer.save_pretrained writes tokenizer.json)");
   out.hf_tokenizer = read_json_file(path);
   const auto config_path = dir / "tokenizer_config.json";
   const auto config = fs::is_regular_file(config_path) ? read_json_file(config_path) : nlohmann::json::object();
@@ -155,8 +157,8 @@ ModelConfig hf_model_config(const nlohmann::json& hf, const std::string& origin,
   c.tie_embeddings = optional_field<bool>(hf, "tie_word_embeddings", origin, false);
   read_rope(hf, origin, c);
   const bool bias = optional_field<bool>(hf, "attention_bias", origin, false);
-  c.attention_bias = model_type == "qwen2" || bias;         // Qwen2Attention: q/k/v always biased
-  c.attention_out_bias = model_type != "qwen2" && bias;     // Qwen2's o_proj never is
+  c.attention_bias = model_type == "qwen2" || bias;      // Qwen2Attention: q/k/v always biased
+  c.attention_out_bias = model_type != "qwen2" && bias;  // Qwen2's o_proj never is
   c.qk_norm = model_type == "qwen3";
   c.fusion = options.fusion;
   c.fusion_gate_init_std = options.fusion_gate_init_std;
@@ -174,10 +176,10 @@ ModelConfig hf_model_config(const nlohmann::json& hf, const std::string& origin,
 std::string hf_tensor_name(const std::string& name) {
   static const std::vector<std::pair<std::string, std::string>> modules = {
       {"attn_norm_in", "input_layernorm"}, {"mlp_norm_in", "post_attention_layernorm"},
-      {"attn.wq", "self_attn.q_proj"},    {"attn.wk", "self_attn.k_proj"},
-      {"attn.wv", "self_attn.v_proj"},    {"attn.wo", "self_attn.o_proj"},
+      {"attn.wq", "self_attn.q_proj"},     {"attn.wk", "self_attn.k_proj"},
+      {"attn.wv", "self_attn.v_proj"},     {"attn.wo", "self_attn.o_proj"},
       {"attn.q_norm", "self_attn.q_norm"}, {"attn.k_norm", "self_attn.k_norm"},
-      {"mlp.w_gate", "mlp.gate_proj"},    {"mlp.w_up", "mlp.up_proj"},
+      {"mlp.w_gate", "mlp.gate_proj"},     {"mlp.w_up", "mlp.up_proj"},
       {"mlp.w_down", "mlp.down_proj"}};
   if (name == "embedding.weight") return "model.embed_tokens.weight";
   if (name == "final_norm.weight") return "model.norm.weight";
@@ -193,7 +195,8 @@ std::string hf_tensor_name(const std::string& name) {
 
 HfImport import_hf_model(const std::string& dir_in, const HfImportOptions& options) {
   const fs::path dir(dir_in);
-  if (!fs::is_directory(dir)) throw Error("'" + dir_in + "' is not a directory (expected a Hugging Face model directory)");
+  if (!fs::is_directory(dir))
+    throw Error("'" + dir_in + "' is not a directory (expected a Hugging Face model directory)");
   const auto config_path = dir / "config.json";
   if (!fs::is_regular_file(config_path)) throw Error("'" + dir_in + "' has no config.json");
   const auto hf = read_json_file(config_path);
@@ -218,7 +221,8 @@ HfImport import_hf_model(const std::string& dir_in, const HfImportOptions& optio
         const auto it = wanted.find(name);
         if (it == wanted.end()) {
           // Buffers older transformers saved, and the tied head some writers store anyway.
-          if (name.find("rotary_emb.inv_freq") != std::string::npos || (config.tie_embeddings && name == "lm_head.weight"))
+          if (name.find("rotary_emb.inv_freq") != std::string::npos ||
+              (config.tie_embeddings && name == "lm_head.weight"))
             continue;
           throw Error("'" + file.string() + "': unexpected tensor '" + name + "' (not part of a " +
                       hf.at("model_type").get<std::string>() + " model with this config.json)");
@@ -228,7 +232,8 @@ HfImport import_hf_model(const std::string& dir_in, const HfImportOptions& optio
           throw Error("'" + file.string() + "': tensor '" + name + "' has shape " + c10::str(tensor.sizes()) +
                       " but config.json implies " + c10::str(p.sizes()));
         if (!tensor.is_floating_point())
-          throw Error("'" + file.string() + "': tensor '" + name + "' has non-float dtype " + c10::str(tensor.scalar_type()));
+          throw Error("'" + file.string() + "': tensor '" + name + "' has non-float dtype " +
+                      c10::str(tensor.scalar_type()));
         p.copy_(tensor.to(torch::kFloat));  // BF16 / F16 / F32 -> fp32
         dtypes.insert(c10::toString(tensor.scalar_type()));
         loaded.insert(name);
@@ -268,7 +273,9 @@ FBT build_imported_model(const ModelConfig& config, const HfImportOptions& optio
 }
 
 nlohmann::json fusion_init_record(const HfImportOptions& options) {
-  return {{"w_u", options.fusion == Fusion::Residual ? "zero" : "identity"}, {"w_g_std", options.fusion_gate_init_std}, {"seed", options.seed},
+  return {{"w_u", options.fusion == Fusion::Residual ? "zero" : "identity"},
+          {"w_g_std", options.fusion_gate_init_std},
+          {"seed", options.seed},
           {"input_norm", "per-dimension RMS of the embedding table"}};
 }
 

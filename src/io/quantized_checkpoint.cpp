@@ -51,7 +51,8 @@ QuantizedWeights quantized_weights_from_json(const nlohmann::json& q, const std:
                        j.at("rows").get<int64_t>(), j.at("cols").get<int64_t>()};
       const std::string named = where + ".groups (" + (g.parts.empty() ? "?" : g.parts[0]) + ")";
       if (g.parts.empty()) throw Error(named + ": no parts");
-      if (g.format != "Q8_0" && g.format != "Q4_0") throw Error(named + ": format \"" + g.format + "\" (expected Q8_0 or Q4_0)");
+      if (g.format != "Q8_0" && g.format != "Q4_0")
+        throw Error(named + ": format \"" + g.format + "\" (expected Q8_0 or Q4_0)");
       if (g.rows < 1 || g.cols < kQuantBlock || g.cols % kQuantBlock != 0)
         throw Error(named + ": " + std::to_string(g.rows) + " x " + std::to_string(g.cols) +
                     " is not a matrix of whole 32-value blocks");
@@ -73,8 +74,7 @@ void save_quantized_model(const std::string& path, FBT& model, const nlohmann::j
   for (const auto& p : model->named_parameters())
     if (!grouped.count(p.key())) tensors.emplace_back(p.key(), p.value().detach().to(torch::kCPU, torch::kFloat));
   for (const auto& g : groups)
-    tensors.emplace_back(g.tensor_name(),
-                         torch::from_blob(const_cast<uint8_t*>(g.blocks), {g.bytes()}, torch::kUInt8));
+    tensors.emplace_back(g.tensor_name(), torch::from_blob(const_cast<uint8_t*>(g.blocks), {g.bytes()}, torch::kUInt8));
   nlohmann::json meta{{"format_version", kCheckpointFormatVersion},
                       {"model_config", model->config().to_json()},
                       {"tokenizer", tokenizer},
@@ -92,12 +92,14 @@ QuantizedPlacement::QuantizedPlacement(const ModelConfig& config, QuantizedWeigh
   int64_t total = 0;
   for (const auto& g : quantized_.groups) {
     for (const auto& part : g.parts)
-      if (!params_.find(part)) throw Error(path_ + ": quantized group part '" + part + "' is not a parameter of the model");
+      if (!params_.find(part))
+        throw Error(path_ + ": quantized group part '" + part + "' is not a parameter of the model");
     offsets_.push_back(aligned(total));
     total = offsets_.back() + g.bytes();
   }
   quantized_.memory = huge_page_bytes(static_cast<size_t>(std::max<int64_t>(total, 1)));
-  for (size_t i = 0; i < quantized_.groups.size(); ++i) quantized_.groups[i].blocks = quantized_.memory.get() + offsets_[i];
+  for (size_t i = 0; i < quantized_.groups.size(); ++i)
+    quantized_.groups[i].blocks = quantized_.memory.get() + offsets_[i];
 }
 
 torch::Tensor QuantizedPlacement::place(const std::string& name, const std::vector<int64_t>& shape,
@@ -111,7 +113,7 @@ torch::Tensor QuantizedPlacement::place(const std::string& name, const std::vect
   if (!p || dtype != torch::kFloat) return {};
   torch::NoGradGuard no_grad;
   if (p->sizes() != torch::IntArrayRef(shape)) {
-    if (p->numel() != 0) return {};  // a norm of another size: finish names it
+    if (p->numel() != 0) return {};                   // a norm of another size: finish names it
     p->set_data(torch::empty(shape, torch::kFloat));  // a skeleton parameter stored in fp32
   }
   return p->detach();

@@ -1,7 +1,6 @@
 // Run directory layout: step directory names, the `latest` pointer, --checkpoint resolution.
 #include "fbt/io/run_dir.h"
 
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -40,8 +39,10 @@ void check_new_directory(const std::string& given) {
   if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
     throw Error("--out '" + given + "' already exists and is not an empty directory");
   if (fs::exists(partial, ec) && !fs::exists(partial / kPartialMarker, ec))
-    throw Error("--out '" + given + "': '" + partial.string() + "' exists and is not the leftover of a killed fbt "
-                "command (it has no " + kPartialMarker + " marker); move it away, fbt writes its output there first");
+    throw Error("--out '" + given + "': '" + partial.string() +
+                "' exists and is not the leftover of a killed fbt "
+                "command (it has no " +
+                kPartialMarker + " marker); move it away, fbt writes its output there first");
 }
 
 void write_directory_atomic(const std::string& given, const std::function<void(const std::string& partial)>& fill) {
@@ -76,8 +77,10 @@ void write_latest(const std::string& run_dir, const std::string& name) {
 std::string resolve_checkpoint(const std::string& path) {
   const fs::path p(path);
   if (fs::is_regular_file(p) && p.extension() == ".gguf")
-    throw Error("'" + path + "' is a GGUF file, not an fbt checkpoint: make a run of it first with `fbt import "
-                "--from gguf " + path + " --out RUNDIR`");
+    throw Error("'" + path +
+                "' is a GGUF file, not an fbt checkpoint: make a run of it first with `fbt import "
+                "--from gguf " +
+                path + " --out RUNDIR`");
   if (fs::is_regular_file(p)) return p.string();
   if (fs::is_regular_file(p / "model.safetensors")) return (p / "model.safetensors").string();
   if (fs::is_regular_file(p / "latest")) {
@@ -101,7 +104,8 @@ int64_t truncate_metrics(const std::string& path, int64_t step) {
   int64_t dropped = 0;
   while (std::getline(in, line)) {
     const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    const bool keep = j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= step;
+    const bool keep =
+        j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= step;
     if (keep)
       kept += line + "\n";
     else

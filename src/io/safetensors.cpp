@@ -28,10 +28,9 @@ struct DtypeInfo {
 };
 
 const DtypeInfo kDtypes[] = {
-    {torch::kFloat32, "F32"}, {torch::kFloat16, "F16"}, {torch::kBFloat16, "BF16"},
-    {torch::kFloat64, "F64"}, {torch::kInt64, "I64"},   {torch::kInt32, "I32"},
-    {torch::kInt16, "I16"},   {torch::kInt8, "I8"},     {torch::kUInt8, "U8"},
-    {torch::kBool, "BOOL"},
+    {torch::kFloat32, "F32"}, {torch::kFloat16, "F16"}, {torch::kBFloat16, "BF16"}, {torch::kFloat64, "F64"},
+    {torch::kInt64, "I64"},   {torch::kInt32, "I32"},   {torch::kInt16, "I16"},     {torch::kInt8, "I8"},
+    {torch::kUInt8, "U8"},    {torch::kBool, "BOOL"},
 };
 
 const DtypeInfo* dtype_by_type(torch::ScalarType t) {
@@ -54,14 +53,12 @@ class Sha256 {
       throw std::runtime_error("OpenSSL: cannot initialise sha256");
   }
   void update(const void* data, size_t n) {
-    if (n > 0 && EVP_DigestUpdate(ctx_.get(), data, n) != 1)
-      throw std::runtime_error("OpenSSL: sha256 update failed");
+    if (n > 0 && EVP_DigestUpdate(ctx_.get(), data, n) != 1) throw std::runtime_error("OpenSSL: sha256 update failed");
   }
   std::string hex() {
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned int len = 0;
-    if (EVP_DigestFinal_ex(ctx_.get(), digest, &len) != 1)
-      throw std::runtime_error("OpenSSL: sha256 final failed");
+    if (EVP_DigestFinal_ex(ctx_.get(), digest, &len) != 1) throw std::runtime_error("OpenSSL: sha256 final failed");
     static const char* kHex = "0123456789abcdef";
     std::string out;
     for (unsigned int i = 0; i < len; ++i) {
@@ -100,8 +97,7 @@ void write_all(int fd, const void* data, size_t n, const std::string& tmp) {
 
 }  // namespace
 
-void save_tensors(const std::string& path, const NamedTensors& tensors,
-                  const nlohmann::json& metadata) {
+void save_tensors(const std::string& path, const NamedTensors& tensors, const nlohmann::json& metadata) {
   // Validate and materialise everything before touching the file system.
   std::vector<torch::Tensor> cpu;
   std::set<std::string> names;
@@ -119,9 +115,7 @@ void save_tensors(const std::string& path, const NamedTensors& tensors,
     cpu.push_back(t.detach().to(torch::kCPU).contiguous());
     const uint64_t n = nbytes(cpu.back());
     sha.update(cpu.back().data_ptr(), n);
-    header[name] = {{"dtype", d->name},
-                    {"shape", cpu.back().sizes().vec()},
-                    {"data_offsets", {offset, offset + n}}};
+    header[name] = {{"dtype", d->name}, {"shape", cpu.back().sizes().vec()}, {"data_offsets", {offset, offset + n}}};
     offset += n;
   }
   header["__metadata__"] = {{"fbt", metadata.dump()}, {"sha256", sha.hex()}};
@@ -164,13 +158,11 @@ TensorFile read_tensor_file(const std::string& path, bool fbt, const TensorPlace
 
   uint64_t header_len = 0;
   if (file_size < 8)
-    throw Error(path + ": " + std::to_string(file_size) +
-                " bytes is too short for a safetensors file (truncated?)");
-  if (!in.read(reinterpret_cast<char*>(&header_len), 8))
-    throw Error(path + ": cannot read: " + std::strerror(errno));
+    throw Error(path + ": " + std::to_string(file_size) + " bytes is too short for a safetensors file (truncated?)");
+  if (!in.read(reinterpret_cast<char*>(&header_len), 8)) throw Error(path + ": cannot read: " + std::strerror(errno));
   if (header_len > file_size - 8)
-    throw Error(path + ": header length " + std::to_string(header_len) + " exceeds the " +
-                std::to_string(file_size) + "-byte file (truncated or not a safetensors file)");
+    throw Error(path + ": header length " + std::to_string(header_len) + " exceeds the " + std::to_string(file_size) +
+                "-byte file (truncated or not a safetensors file)");
   std::string header_str(header_len, '\0');
   if (!in.read(header_str.data(), header_len)) throw Error(path + ": cannot read the header");
 
@@ -192,8 +184,7 @@ TensorFile read_tensor_file(const std::string& path, bool fbt, const TensorPlace
   TensorFile out;
   std::string stored_sha;
   for (const auto& [name, v] : header.items()) {
-    const std::string where =
-        path + ": " + (name == "__metadata__" ? name : "tensor '" + name + "'") + ": ";
+    const std::string where = path + ": " + (name == "__metadata__" ? name : "tensor '" + name + "'") + ": ";
     try {
       if (name == "__metadata__" && !fbt) {
         out.metadata = v;  // other writers' free-form string map (transformers: {"format": "pt"})
@@ -203,11 +194,11 @@ TensorFile read_tensor_file(const std::string& path, bool fbt, const TensorPlace
         out.metadata = nlohmann::json::parse(v.at("fbt").get<std::string>());
         stored_sha = v.at("sha256").get<std::string>();
         if (v.contains("header_sha256") && v.at("header_sha256").get<std::string>() != header_checksum(header))
-          throw Error(where + "header checksum mismatch: the header (metadata, names, shapes) was edited or is corrupt");
+          throw Error(where +
+                      "header checksum mismatch: the header (metadata, names, shapes) was edited or is corrupt");
         continue;
       }
-      Entry e{name, dtype_by_name(v.at("dtype").get<std::string>()),
-              v.at("shape").get<std::vector<int64_t>>(), 0, 0};
+      Entry e{name, dtype_by_name(v.at("dtype").get<std::string>()), v.at("shape").get<std::vector<int64_t>>(), 0, 0};
       const auto offsets = v.at("data_offsets").get<std::vector<uint64_t>>();
       if (!e.dtype) throw Error(where + "unknown dtype " + v.at("dtype").dump());
       if (offsets.size() != 2 || offsets[0] > offsets[1])
@@ -220,8 +211,7 @@ TensorFile read_tensor_file(const std::string& path, bool fbt, const TensorPlace
           throw Error(where + "bad shape " + v.at("shape").dump());
       if (expected != e.end - e.begin)
         throw Error(where + "shape " + v.at("shape").dump() + " × " + e.dtype->name + " needs " +
-                    std::to_string(expected) + " bytes but data_offsets span " +
-                    std::to_string(e.end - e.begin));
+                    std::to_string(expected) + " bytes but data_offsets span " + std::to_string(e.end - e.begin));
       entries.push_back(std::move(e));
     } catch (const nlohmann::json::exception& e) {
       throw Error(where + "malformed header entry (" + e.what() + ")");
@@ -236,25 +226,25 @@ TensorFile read_tensor_file(const std::string& path, bool fbt, const TensorPlace
   uint64_t data_end = 0;
   for (const auto& e : entries) {
     if (e.begin != data_end)
-      throw Error(path + ": tensor '" + e.name + "' data_offsets [" + std::to_string(e.begin) +
-                  ", " + std::to_string(e.end) + "] " +
-                  (e.begin < data_end ? "overlap the previous tensor" : "leave a gap") +
+      throw Error(path + ": tensor '" + e.name + "' data_offsets [" + std::to_string(e.begin) + ", " +
+                  std::to_string(e.end) + "] " + (e.begin < data_end ? "overlap the previous tensor" : "leave a gap") +
                   ": expected it to start at byte " + std::to_string(data_end));
     data_end = e.end;
   }
   const uint64_t data_size = file_size - 8 - header_len;
   if (data_end != data_size)
-    throw Error(path + ": file is " + (data_size < data_end ? "truncated" : "extended") +
-                ": expected " + std::to_string(8 + header_len + data_end) +
-                " bytes (header + data), got " + std::to_string(file_size));
+    throw Error(path + ": file is " + (data_size < data_end ? "truncated" : "extended") + ": expected " +
+                std::to_string(8 + header_len + data_end) + " bytes (header + data), got " + std::to_string(file_size));
 
   Sha256 sha;
   for (const auto& e : entries) {
     torch::Tensor t = place ? place(out.metadata, e.name, e.shape, e.dtype->type) : torch::Tensor();
-    if (!t.defined()) t = torch::empty(e.shape, torch::TensorOptions().dtype(e.dtype->type));
+    if (!t.defined())
+      t = torch::empty(e.shape, torch::TensorOptions().dtype(e.dtype->type));
     else if (!t.device().is_cpu() || !t.is_contiguous() || t.sizes() != torch::IntArrayRef(e.shape) ||
              t.scalar_type() != e.dtype->type)
-      throw Error(path + ": tensor '" + e.name + "': the place given to read it into is not a contiguous CPU tensor "
+      throw Error(path + ": tensor '" + e.name +
+                  "': the place given to read it into is not a contiguous CPU tensor "
                   "of its shape and dtype");
     const uint64_t n = e.end - e.begin;
     if (n > 0 && !in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(n)))
@@ -264,8 +254,8 @@ TensorFile read_tensor_file(const std::string& path, bool fbt, const TensorPlace
   }
   const std::string actual_sha = sha.hex();
   if (fbt && actual_sha != stored_sha)
-    throw Error(path + ": data checksum mismatch, file is corrupt (sha256 stored " + stored_sha +
-                ", computed " + actual_sha + ")");
+    throw Error(path + ": data checksum mismatch, file is corrupt (sha256 stored " + stored_sha + ", computed " +
+                actual_sha + ")");
   return out;
 }
 

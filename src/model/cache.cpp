@@ -15,8 +15,7 @@ Layout Layout::left_padded(const torch::Tensor& valid) {
   return {positions, valid};
 }
 
-KVCache::KVCache(const ModelConfig& config, int64_t batch, int64_t capacity,
-                 const torch::TensorOptions& options) {
+KVCache::KVCache(const ModelConfig& config, int64_t batch, int64_t capacity, const torch::TensorOptions& options) {
   const auto dev = options.device();
   for (int64_t l = 0; l < config.n_layers; ++l) {
     k.push_back(torch::zeros({batch, config.n_kv_heads, capacity, config.head_dim()}, options));
@@ -70,8 +69,9 @@ void KVCache::check_carried(const torch::Tensor& h, const torch::Tensor& tokens)
 
 void KVCache::advance(const torch::Tensor& h, const torch::Tensor& tokens, const torch::Tensor& next) {
   check_carried(h, tokens);
-  if (next.numel() != batch()) throw Error("KV cache: " + std::to_string(next.numel()) + " next positions for " +
-                                           std::to_string(batch()) + " rows");
+  if (next.numel() != batch())
+    throw Error("KV cache: " + std::to_string(next.numel()) + " next positions for " + std::to_string(batch()) +
+                " rows");
   h_prev_.copy_(h);
   last_token_.copy_(tokens.reshape({-1}));
   next_pos_.copy_(next.reshape({-1}));

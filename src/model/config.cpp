@@ -8,9 +8,8 @@ namespace fbt {
 
 template <>
 const EnumNames<Fusion>& enum_names<Fusion>() {
-  static const EnumNames<Fusion> names{{Fusion::Glu, "glu"},
-                                       {Fusion::GluPlusToken, "glu_plus_token"},
-                                       {Fusion::Residual, "residual"}};
+  static const EnumNames<Fusion> names{
+      {Fusion::Glu, "glu"}, {Fusion::GluPlusToken, "glu_plus_token"}, {Fusion::Residual, "residual"}};
   return names;
 }
 
@@ -68,14 +67,14 @@ int64_t ModelConfig::layer_window(int64_t layer) const {
 int64_t ModelConfig::parameter_count() const {
   const bool fbt = block == BlockKind::Fbt;
   const int64_t D = d_model, Dh = head_dim(), q = n_heads * Dh, kv = n_kv_heads * Dh;
-  const int64_t attention = D * q + 2 * D * kv + q * D    // q, k, v, o
-                            + (fbt ? D * n_heads : 0)     // per-head output gate
-                            + (qk_norm ? 2 * Dh : 0)      // q, k RMSNorm gains
+  const int64_t attention = D * q + 2 * D * kv + q * D  // q, k, v, o
+                            + (fbt ? D * n_heads : 0)   // per-head output gate
+                            + (qk_norm ? 2 * Dh : 0)    // q, k RMSNorm gains
                             + (attention_bias ? q + 2 * kv : 0) + (attention_out_bias ? D : 0);
   const int64_t mlp = 3 * D * d_ff;
-  const int64_t layer = attention + mlp + (fbt ? 4 : 2) * D;  // sandwich norms (fbt) or pre-norms
-  const int64_t fusion = 2 * D * D;                           // W_U, W_G
-  const int64_t head = tie_embeddings ? 0 : vocab_size * D;  // untied lm_head
+  const int64_t layer = attention + mlp + (fbt ? 4 : 2) * D;         // sandwich norms (fbt) or pre-norms
+  const int64_t fusion = 2 * D * D;                                  // W_U, W_G
+  const int64_t head = tie_embeddings ? 0 : vocab_size * D;          // untied lm_head
   return vocab_size * D + head + n_layers * layer + fusion + 2 * D;  // + input and final norms
 }
 
@@ -100,9 +99,9 @@ void ModelConfig::validate() const {
   check_setting("model.fusion_gate_init_std", fusion_gate_init_std, 0.0, 1e6);
   check_setting("model.residual_scale", residual_scale, 0.0, 1e6);
   check_setting<int64_t>("model.head_dim", head_dim_override, 0, kMaxWidth);
-  check(head_dim_override > 0 || d_model % n_heads == 0,
-        "d_model (" + std::to_string(d_model) + ") must be divisible by n_heads (" + std::to_string(n_heads) +
-            ") unless head_dim is set");
+  check(head_dim_override > 0 || d_model % n_heads == 0, "d_model (" + std::to_string(d_model) +
+                                                             ") must be divisible by n_heads (" +
+                                                             std::to_string(n_heads) + ") unless head_dim is set");
   check(head_dim() % 2 == 0, "head_dim (d_model/n_heads unless set) must be even for RoPE");
   check(n_heads % n_kv_heads == 0, "n_heads must be divisible by n_kv_heads");
   check(doc_separator_id >= -1 && doc_separator_id < vocab_size,
@@ -124,8 +123,7 @@ void ModelConfig::validate() const {
 
 nlohmann::json ModelConfig::to_json() const { return fields_to_json(*this); }
 
-ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& source,
-                                   const ModelConfig& base) {
+ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& source, const ModelConfig& base) {
   ModelConfig c = base;
   fields_from_json(j, source, c);
   c.validate();

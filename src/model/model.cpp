@@ -60,9 +60,9 @@ namespace {
 
 /// RoPE tables for positions [B|1,T]: angle = pos · inv_freq[i], i < Dh/2 (rope_inv_freq).
 Rope make_rope(const torch::Tensor& positions, const ModelConfig& config) {
-  auto inv_freq = rope_inv_freq(config, positions.device());            // [Dh/2]
+  auto inv_freq = rope_inv_freq(config, positions.device());           // [Dh/2]
   auto angles = positions.to(torch::kFloat).unsqueeze(-1) * inv_freq;  // [B|1,T,Dh/2]
-  angles = angles.unsqueeze(1);                                         // [B|1,1,T,Dh/2]
+  angles = angles.unsqueeze(1);                                        // [B|1,1,T,Dh/2]
   return {angles.cos(), angles.sin()};
 }
 
@@ -70,8 +70,7 @@ Rope make_rope(const torch::Tensor& positions, const ModelConfig& config) {
 torch::Tensor apply_rope(const torch::Tensor& x, const Rope& rope) {
   const int64_t half = x.size(-1) / 2;
   auto x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
-  return torch::cat({x1 * rope.cos - x2 * rope.sin, x1 * rope.sin + x2 * rope.cos}, -1)
-      .to(x.scalar_type());
+  return torch::cat({x1 * rope.cos - x2 * rope.sin, x1 * rope.sin + x2 * rope.cos}, -1).to(x.scalar_type());
 }
 
 torch::Tensor additive(const torch::Tensor& allowed) {  // bool [B|1,T,S] -> [B|1,1,T,S]
@@ -83,8 +82,7 @@ torch::Tensor additive(const torch::Tensor& allowed) {  // bool [B|1,T,S] -> [B|
 /// Causal (+ sliding window) masks over key slots. A query may see keys that are real tokens
 /// at positions ≤ its own (and within the window); every query also sees its own slot so that
 /// rows of pads stay finite.
-AttentionMasks make_masks(const ModelConfig& config, const Layout& layout, const KVCache* cache,
-                          int64_t first_slot) {
+AttentionMasks make_masks(const ModelConfig& config, const Layout& layout, const KVCache* cache, int64_t first_slot) {
   const int64_t T = layout.positions.size(1);
   auto dev = layout.positions.device();
   auto qpos = layout.positions;  // [B|1,T]
@@ -94,13 +92,13 @@ AttentionMasks make_masks(const ModelConfig& config, const Layout& layout, const
   if (cache) {
     const bool fixed = cache->write_slot.defined();  // fixed shape: every slot, masked by validity
     const int64_t S = fixed ? cache->capacity() : cache->length;
-    kpos = cache->slot_pos.narrow(1, 0, S);     // [B,S]
+    kpos = cache->slot_pos.narrow(1, 0, S);      // [B,S]
     kvalid = cache->slot_valid.narrow(1, 0, S);  // [B,S]
     kslot = torch::arange(S, torch::dtype(torch::kLong).device(dev));
     if (fixed) qslot = cache->write_slot;  // [1]
   }
   auto self = (qslot.unsqueeze(1) == kslot.unsqueeze(0)).unsqueeze(0);  // [1,T,S]
-  auto allowed = kpos.unsqueeze(1) <= qpos.unsqueeze(2);                 // [B|1,T,S]
+  auto allowed = kpos.unsqueeze(1) <= qpos.unsqueeze(2);                // [B|1,T,S]
   if (kvalid.defined()) allowed = allowed.logical_and(kvalid.unsqueeze(1));
   bool any_window = false;
   for (int64_t l = 0; l < config.n_layers; ++l) any_window = any_window || config.layer_window(l) > 0;
@@ -118,8 +116,8 @@ AttentionMasks make_masks(const ModelConfig& config, const Layout& layout, const
 }  // namespace
 
 // ---------------------------------------------------------------- attention
-torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                     const torch::Tensor& mask, bool causal_only, AttentionKernel kernel) {
+torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& mask,
+                     bool causal_only, AttentionKernel kernel) {
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), Dh = q.size(3);
   const int64_t Hkv = k.size(1), S = k.size(2), G = H / Hkv;
 #if TORCH_VERSION_MAJOR >= 2
@@ -154,19 +152,18 @@ AttentionImpl::AttentionImpl(const ModelConfig& c, int64_t window, Materialize m
   }
 }
 
-torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Rope& rope,
-                                     const AttentionMasks& masks, KVCache* cache, int64_t layer,
-                                     int64_t first_slot) {
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Rope& rope, const AttentionMasks& masks,
+                                     KVCache* cache, int64_t layer, int64_t first_slot) {
   const int64_t B = x.size(0), T = x.size(1);
-  auto q = wq_(x).view({B, T, n_heads_, head_dim_});     // [B,T,H,Dh]
-  auto k = wk_(x).view({B, T, n_kv_heads_, head_dim_});  // [B,T,Hkv,Dh]
+  auto q = wq_(x).view({B, T, n_heads_, head_dim_});                     // [B,T,H,Dh]
+  auto k = wk_(x).view({B, T, n_kv_heads_, head_dim_});                  // [B,T,Hkv,Dh]
   auto v = wv_(x).view({B, T, n_kv_heads_, head_dim_}).transpose(1, 2);  // [B,Hkv,T,Dh]
-  if (!q_norm_.is_empty()) {  // QK-norm over Dh, before RoPE
+  if (!q_norm_.is_empty()) {                                             // QK-norm over Dh, before RoPE
     q = q_norm_(q);
     k = k_norm_(k);
   }
-  q = apply_rope(q.transpose(1, 2), rope);  // [B,H,T,Dh]
-  k = apply_rope(k.transpose(1, 2), rope);  // [B,Hkv,T,Dh]
+  q = apply_rope(q.transpose(1, 2), rope);     // [B,H,T,Dh]
+  k = apply_rope(k.transpose(1, 2), rope);     // [B,Hkv,T,Dh]
   if (cache && cache->write_slot.defined()) {  // fixed shape (T = 1): device-side slot index
     cache->k[layer].index_copy_(2, cache->write_slot, k);
     cache->v[layer].index_copy_(2, cache->write_slot, v);
@@ -184,7 +181,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const Rope& rope,
   // and v, from the attention branch's input after its pre-norm, x = RMSNorm(block input), as
   // gated-attention implementations do; the raw residual stream's scale grows with depth.
   if (!gate_.is_empty()) y = y * torch::sigmoid(gate_(x)).transpose(1, 2).unsqueeze(-1);  // gate [B,H,T,1]
-  return wo_(y.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_}));  // [B,T,D]
+  return wo_(y.transpose(1, 2).reshape({B, T, n_heads_ * head_dim_}));                    // [B,T,D]
 }
 
 // ---------------------------------------------------------------- MLP
@@ -215,8 +212,8 @@ torch::Tensor BlockImpl::branch_out(RMSNorm& norm_out, const torch::Tensor& y) {
   return norm_out.is_empty() ? y : scale_ * norm_out(y);  // block llama: scale_ is 1
 }
 
-torch::Tensor BlockImpl::forward(const torch::Tensor& x, const Rope& rope,
-                                 const AttentionMasks& masks, KVCache* cache, int64_t first_slot) {
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, const Rope& rope, const AttentionMasks& masks, KVCache* cache,
+                                 int64_t first_slot) {
   auto h = x + branch_out(attn_norm_out_, attn_(attn_norm_in_(x), rope, masks, cache, layer_, first_slot));
   return h + branch_out(mlp_norm_out_, mlp_(mlp_norm_in_(h)));
 }
@@ -240,31 +237,34 @@ FBTImpl::FBTImpl(const ModelConfig& config, Materialize materialize) : config_(c
   } catch (const std::exception& e) {
     if (!is_out_of_memory(e)) throw;
     const int64_t n = config_.parameter_count();
-    throw Error("cannot allocate the model's " + std::to_string(n) + " parameters (" +
-                std::to_string(n * 4 / 1000000) + " MB in fp32) with model.vocab_size=" +
-                std::to_string(config_.vocab_size) + ", model.d_model=" + std::to_string(config_.d_model) +
-                ", model.n_layers=" + std::to_string(config_.n_layers) + ", model.d_ff=" +
-                std::to_string(config_.d_ff) + ": lower them (" + first_line(e) + ")");
+    throw Error("cannot allocate the model's " + std::to_string(n) + " parameters (" + std::to_string(n * 4 / 1000000) +
+                " MB in fp32) with model.vocab_size=" + std::to_string(config_.vocab_size) + ", model.d_model=" +
+                std::to_string(config_.d_model) + ", model.n_layers=" + std::to_string(config_.n_layers) +
+                ", model.d_ff=" + std::to_string(config_.d_ff) + ": lower them (" + first_line(e) + ")");
   }
 }
 
 void FBTImpl::build(Materialize materialize) {
   const auto& c = config_;
   const bool skeleton = materialize == Materialize::Skeleton;
-  embedding_ = register_module("embedding", skeleton ? torch::nn::Embedding(0, 1) : torch::nn::Embedding(c.vocab_size, c.d_model));
+  embedding_ = register_module("embedding",
+                               skeleton ? torch::nn::Embedding(0, 1) : torch::nn::Embedding(c.vocab_size, c.d_model));
   input_norm_ = register_module("input_norm", RMSNorm(c.d_model, c.norm_eps));
   fusion_ = register_module("fusion", LatentFusion(c, materialize));
   blocks_ = register_module("blocks", torch::nn::ModuleList());
   for (int64_t l = 0; l < c.n_layers; ++l) blocks_->push_back(Block(c, l, materialize));
   final_norm_ = register_module("final_norm", RMSNorm(c.d_model, c.norm_eps));
-  if (!c.tie_embeddings) lm_head_ = register_module("lm_head", make_linear(c.d_model, c.vocab_size, false, materialize));
+  if (!c.tie_embeddings)
+    lm_head_ = register_module("lm_head", make_linear(c.d_model, c.vocab_size, false, materialize));
   if (skeleton) return;  // the weights come from a checkpoint
 
   torch::NoGradGuard no_grad;
   for (auto& p : named_parameters()) {
     const auto& name = p.key();
-    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0) p.value().zero_();
-    else if (name.find("norm") == std::string::npos) torch::nn::init::normal_(p.value(), 0.0, c.init_std);
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0)
+      p.value().zero_();
+    else if (name.find("norm") == std::string::npos)
+      torch::nn::init::normal_(p.value(), 0.0, c.init_std);
   }
   if (c.fusion_init == FusionInit::Identity) {
     torch::nn::init::eye_(fusion_->w_u->weight);  // W_U = I: at switch-on the fused input ≈ plain
@@ -281,7 +281,7 @@ void FBTImpl::build(Materialize materialize) {
 
 void FBTImpl::match_input_norm_to_embedding() {
   torch::NoGradGuard no_grad;
-  const auto& e = embedding_->weight;  // [V,D]
+  const auto& e = embedding_->weight;                                                        // [V,D]
   input_norm_->weight.copy_(e.to(torch::kFloat).pow(2).mean(0).sqrt().to(e.scalar_type()));  // [D]
 }
 
@@ -303,9 +303,7 @@ bool FBTImpl::plain_input_is_normalised() const {
   return config_.block == BlockKind::Fbt && config_.input_norm == InputNorm::EveryPass;
 }
 
-torch::Tensor FBTImpl::plain_input(const torch::Tensor& e) {
-  return plain_input_is_normalised() ? input_norm_(e) : e;
-}
+torch::Tensor FBTImpl::plain_input(const torch::Tensor& e) { return plain_input_is_normalised() ? input_norm_(e) : e; }
 
 torch::Tensor FBTImpl::fuse(const torch::Tensor& h_prev, const torch::Tensor& e_plain, const torch::Tensor& e_n) {
   auto g = fusion_(h_prev, e_n);
@@ -359,7 +357,7 @@ torch::Tensor FBTImpl::feedback_state(const torch::Tensor& x) {
 
 torch::Tensor FBTImpl::head(const torch::Tensor& x) {
   const auto& w = lm_head_.is_empty() ? embedding_->weight : lm_head_->weight;  // [V,D]
-  return F::linear(final_norm_(x), w);  // [B,T,D]·[V,D]ᵀ -> [B,T,V]
+  return F::linear(final_norm_(x), w);                                          // [B,T,D]·[V,D]ᵀ -> [B,T,V]
 }
 
 torch::Tensor FBTImpl::forward(const torch::Tensor& tokens) {

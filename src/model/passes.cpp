@@ -34,7 +34,7 @@ struct CheckpointedStack : torch::autograd::Function<CheckpointedStack> {
 /// (SPEC §5 prefix mixin), or t < plain_prefix[b] when given.
 torch::Tensor prefix_mask(const PassOptions& o, int64_t B, int64_t T, const torch::Device& dev) {
   auto t = torch::arange(T, torch::dtype(torch::kLong)).unsqueeze(0);  // [1,T]
-  torch::Tensor prefix;                                                 // [B]
+  torch::Tensor prefix;                                                // [B]
   if (o.plain_prefix.defined()) {
     prefix = o.plain_prefix.to(torch::kCPU, torch::kLong);
   } else if (o.mixin_prob > 0) {
@@ -66,8 +66,7 @@ void run_passes(int64_t passes, const PassStep& pass, std::vector<torch::Tensor>
   }
 }
 
-PassOutput forward_passes(FBT& model, const torch::Tensor& tokens, const torch::Tensor& targets,
-                          const PassOptions& o) {
+PassOutput forward_passes(FBT& model, const torch::Tensor& tokens, const torch::Tensor& targets, const PassOptions& o) {
   const int64_t B = tokens.size(0), T = tokens.size(1);
   if (o.passes < 1) throw Error("passes must be >= 1 (got " + std::to_string(o.passes) + ")");
   if (T > model->config().context)
@@ -75,14 +74,13 @@ PassOutput forward_passes(FBT& model, const torch::Tensor& tokens, const torch::
                 std::to_string(model->config().context));
   const auto layout = Layout::contiguous(T, tokens.device());
   auto run_stack = [&](const torch::Tensor& u) {
-    return o.checkpoint && u.requires_grad() ? CheckpointedStack::apply(u, model.get())
-                                             : model->stack(u, layout);
+    return o.checkpoint && u.requires_grad() ? CheckpointedStack::apply(u, model.get()) : model->stack(u, layout);
   };
 
   PassOutput out;
   auto e_n = model->plain_input(model->embed(tokens));  // [B,T,D]
   auto always_plain = model->plain_positions(tokens);   // [B,T]
-  torch::Tensor plain;     // the plain positions of a feedback pass [B,T]
+  torch::Tensor plain;                                  // the plain positions of a feedback pass [B,T]
   run_passes(o.passes, [&](int64_t k, const torch::Tensor& before) {
     torch::Tensor u = e_n;  // pass 1: standard teacher forcing
     if (k > 1) {
@@ -101,7 +99,7 @@ PassOutput forward_passes(FBT& model, const torch::Tensor& tokens, const torch::
         auto flat_targets = targets.reshape({B * T});
         out.losses.push_back(torch::nn::functional::cross_entropy(
             flat, flat_targets, torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1)));
-        if (o.z_loss > 0) {  // z-loss (SPEC §6) on the scored positions
+        if (o.z_loss > 0) {                       // z-loss (SPEC §6) on the scored positions
           auto lse = torch::logsumexp(flat, -1);  // [B·T]
           auto scored = flat_targets.ge(0).to(torch::kFloat);
           out.z_losses.push_back(o.z_loss * (lse.square() * scored).sum() / scored.sum().clamp_min(1));
@@ -113,7 +111,9 @@ PassOutput forward_passes(FBT& model, const torch::Tensor& tokens, const torch::
     // What the next pass is fed: the state, detached for the ablation, with its training noise.
     auto h = o.detach ? state.detach() : state;  // [B,T,D]
     if (o.jitter > 0)
-      h = h + (torch::rand(h.sizes(), o.generator, torch::dtype(torch::kFloat)).to(h.device(), h.scalar_type()) * 2 - 1) * o.jitter;
+      h = h +
+          (torch::rand(h.sizes(), o.generator, torch::dtype(torch::kFloat)).to(h.device(), h.scalar_type()) * 2 - 1) *
+              o.jitter;
     return h;
   });
   if (targets.defined()) {

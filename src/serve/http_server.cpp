@@ -229,8 +229,8 @@ void HttpServer::Impl::routes() {
     if (options.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
     if (req.get_header_value("Authorization") == "Bearer " + options.api_key)
       return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, ApiError(401, "missing or wrong API key: send \"Authorization: Bearer KEY\"", "",
-                             "authentication_error"));
+    send_error(
+        res, ApiError(401, "missing or wrong API key: send \"Authorization: Bearer KEY\"", "", "authentication_error"));
     counters.count(req.path, 401);
     return httplib::Server::HandlerResponse::Handled;
   });
@@ -252,7 +252,10 @@ void HttpServer::Impl::routes() {
     res.set_content(prometheus_metrics(engine.stats(), counters.snapshot()), "text/plain; version=0.0.4");
   });
   http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    const json entry = {{"id", served.name}, {"object", "model"}, {"created", 0}, {"owned_by", "fbt"},
+    const json entry = {{"id", served.name},
+                        {"object", "model"},
+                        {"created", 0},
+                        {"owned_by", "fbt"},
                         {"context_length", served.context}};
     send_json(res, 200, {{"object", "list"}, {"data", json::array({entry})}});
   });
@@ -265,11 +268,13 @@ std::vector<TokenLogprob> HttpServer::Impl::prompt_entries(const std::vector<int
   const auto scored = score_on_engine(engine, ScoringRequest{prompt, p.decoding, top_n});
   const auto offsets = text_offsets(*served.tokenizer, prompt);
   std::vector<TokenLogprob> entries;
-  for (size_t t = 0; t < prompt.size(); ++t) entries.push_back({prompt[t], scored.logprob[t], scored.top[t], offsets[t]});
+  for (size_t t = 0; t < prompt.size(); ++t)
+    entries.push_back({prompt[t], scored.logprob[t], scored.top[t], offsets[t]});
   return entries;
 }
 
-void HttpServer::Impl::completions(const httplib::Request& req, httplib::Response& res, std::shared_ptr<void> inflight) {
+void HttpServer::Impl::completions(const httplib::Request& req, httplib::Response& res,
+                                   std::shared_ptr<void> inflight) {
   const CompletionRequest r = parse_completion_request(req.body, served);
   const auto header = make_header("cmpl-", served.name, r.params.decoding.label());
   const Tokenizer& tokenizer = *served.tokenizer;
@@ -316,8 +321,8 @@ void HttpServer::Impl::completions(const httplib::Request& req, httplib::Respons
       if (u.text.empty() && u.finish_reason.empty() && !(with_logprobs && u.token)) return "";
       const json lp = with_logprobs && u.token ? legacy_logprobs({entry(u)}, tokenizer) : json(nullptr);
       return sse_event(response_object(
-          header, false, true, json::array({completion_choice(static_cast<int64_t>(u.choice), u.text, lp, u.finish_reason)}),
-          nullptr));
+          header, false, true,
+          json::array({completion_choice(static_cast<int64_t>(u.choice), u.text, lp, u.finish_reason)}), nullptr));
     };
     return stream_events(res, runner, first, format,
                          usage_event(header, false, r.params.include_usage, prompt_tokens, runner), inflight);
@@ -339,7 +344,8 @@ void HttpServer::Impl::completions(const httplib::Request& req, httplib::Respons
     const std::string text = (r.echo ? r.prompt_texts[p] : "") + runner->text(c).text();
     choices.push_back(completion_choice(static_cast<int64_t>(c), text, lp, runner->finish_reason(c)));
   }
-  send_json(res, 200, response_object(header, false, false, choices, usage_json(prompt_tokens, runner->generated_tokens())));
+  send_json(res, 200,
+            response_object(header, false, false, choices, usage_json(prompt_tokens, runner->generated_tokens())));
 }
 
 void HttpServer::Impl::chat(const httplib::Request& req, httplib::Response& res, std::shared_ptr<void> inflight) {
@@ -369,7 +375,8 @@ void HttpServer::Impl::chat(const httplib::Request& req, httplib::Response& res,
   json choices = json::array();
   for (size_t c = 0; c < runner->size(); ++c)
     choices.push_back(chat_choice(static_cast<int64_t>(c), runner->text(c).text(), runner->finish_reason(c)));
-  send_json(res, 200, response_object(header, true, false, choices, usage_json(prompt_tokens, runner->generated_tokens())));
+  send_json(res, 200,
+            response_object(header, true, false, choices, usage_json(prompt_tokens, runner->generated_tokens())));
 }
 
 HttpServer::HttpServer(Engine& engine, const ServedModel& served, HttpServerOptions options)
@@ -386,8 +393,8 @@ HttpServer::~HttpServer() = default;
 int HttpServer::bind() {
   const auto& o = impl_->options;
   errno = 0;
-  const int port = o.port == 0 ? impl_->http.bind_to_any_port(o.host)
-                               : (impl_->http.bind_to_port(o.host, o.port) ? o.port : -1);
+  const int port =
+      o.port == 0 ? impl_->http.bind_to_any_port(o.host) : (impl_->http.bind_to_port(o.host, o.port) ? o.port : -1);
   if (port <= 0)
     throw Error("--host/--port: cannot listen on " + o.host + ":" + std::to_string(o.port) +
                 (errno != 0 ? std::string(" (") + std::strerror(errno) + ")" : std::string()));

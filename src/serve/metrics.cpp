@@ -15,7 +15,8 @@ std::map<std::pair<std::string, int>, int64_t> RequestCounters::snapshot() const
   return counts_;
 }
 
-std::string prometheus_metrics(const EngineStats& stats, const std::map<std::pair<std::string, int>, int64_t>& requests) {
+std::string prometheus_metrics(const EngineStats& stats,
+                               const std::map<std::pair<std::string, int>, int64_t>& requests) {
   std::ostringstream o;
   auto header = [&](const char* name, const char* type, const char* help) {
     o << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";

@@ -29,7 +29,9 @@ constexpr double kMaxApiTemperature = 2.0;  // OpenAI's documented range is [0, 
 
 /// `j` in an error message: a scalar as JSON (80 characters at most), a list or an object by its
 /// kind (printing a deeply nested value would recurse once per level).
-std::string brief(const json& j) { return j.is_array() ? "a list" : j.is_object() ? "an object" : j.dump().substr(0, 80); }
+std::string brief(const json& j) {
+  return j.is_array() ? "a list" : j.is_object() ? "an object" : j.dump().substr(0, 80);
+}
 
 json parse_body(const std::string& body) {
   json j;
@@ -93,9 +95,8 @@ std::vector<std::string> read_stop(const json& j) {
       stop.push_back(s.get<std::string>());
     }
   }
-  require(static_cast<int64_t>(stop.size()) <= kMaxStops, "stop", "at most " + std::to_string(kMaxStops) +
-                                                                      " stop strings (got " +
-                                                                      std::to_string(stop.size()) + ")");
+  require(static_cast<int64_t>(stop.size()) <= kMaxStops, "stop",
+          "at most " + std::to_string(kMaxStops) + " stop strings (got " + std::to_string(stop.size()) + ")");
   for (const auto& s : stop) require(!s.empty(), "stop", "stop strings must not be empty");
   return stop;
 }
@@ -118,11 +119,11 @@ GenerationParams read_params(const json& j, const ServedModel& model, int64_t de
     require(fused_passes >= 1 && fused_passes <= kMaxFusedPasses, "fbt_fused_passes",
             "must be in [1, " + std::to_string(kMaxFusedPasses) + "] (got " + std::to_string(fused_passes) + ")");
   p.decoding = Decoding::make(mode, fused_passes, "fbt_fused_passes");  // valid: k >= 1 was checked
-  p.sampling.temperature = 1.0;  // OpenAI's default
+  p.sampling.temperature = 1.0;                                         // OpenAI's default
   if (read_optional(j, "temperature", p.sampling.temperature))
-    require(temperature_in_range(p.sampling.temperature) && p.sampling.temperature <= kMaxApiTemperature,
-            "temperature", "must be 0 (greedy) or in [" + std::to_string(kMinTemperature) + ", 2] (got " +
-                               std::to_string(p.sampling.temperature) + ")");
+    require(temperature_in_range(p.sampling.temperature) && p.sampling.temperature <= kMaxApiTemperature, "temperature",
+            "must be 0 (greedy) or in [" + std::to_string(kMinTemperature) + ", 2] (got " +
+                std::to_string(p.sampling.temperature) + ")");
   if (read_optional(j, "top_p", p.sampling.top_p))
     require(p.sampling.top_p > 0 && p.sampling.top_p <= 1, "top_p",
             "must be in (0, 1] (got " + std::to_string(p.sampling.top_p) + ")");
@@ -170,7 +171,8 @@ std::vector<int64_t> read_token_ids(const json& ids, int64_t vocab) {
     const bool in_range = id.is_number_unsigned() ? id.get<uint64_t>() < static_cast<uint64_t>(vocab)
                                                   : id.get<int64_t>() >= 0 && id.get<int64_t>() < vocab;
     if (!in_range)
-      throw bad_field("prompt", "token id " + id.dump() + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+      throw bad_field("prompt",
+                      "token id " + id.dump() + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
     out.push_back(id.get<int64_t>());
   }
   require(!out.empty(), "prompt", "a token-id prompt must not be empty");
@@ -193,8 +195,9 @@ void read_prompts(const json& j, const Tokenizer& tokenizer, CompletionRequest& 
     req.prompts.push_back(read_token_ids(ids, tokenizer.vocab_size()));
     req.prompt_texts.push_back(tokenizer.decode(req.prompts.back()));
   };
-  const std::string expected = "expected a string, a list of strings, a list of token ids or a list of lists of "
-                               "token ids";
+  const std::string expected =
+      "expected a string, a list of strings, a list of token ids or a list of lists of "
+      "token ids";
   if (prompt->is_string()) return add_text(prompt->get<std::string>());
   require(prompt->is_array() && !prompt->empty(), "prompt", expected + ", got " + brief(*prompt));
   const auto& first = prompt->front();
@@ -228,8 +231,7 @@ json with_text_contents(json messages) {
     for (const auto& part : m["content"]) {
       const bool text_part = part.is_object() && part.contains("type") && part["type"] == "text" &&
                              part.contains("text") && part["text"].is_string();
-      require(text_part,
-              "messages", "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
+      require(text_part, "messages", "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported");
       text += part["text"].get<std::string>();
     }
     m["content"] = text;
@@ -258,8 +260,7 @@ CompletionRequest parse_completion_request(const std::string& body, const Served
 ChatRequest parse_chat_request(const std::string& body, const ServedModel& model) {
   const json j = parse_body(body);
   check_model(j, model);
-  if (model.chat == nullptr)
-    throw bad_field("messages", "this model has no chat template; use /v1/completions");
+  if (model.chat == nullptr) throw bad_field("messages", "this model has no chat template; use /v1/completions");
   ChatRequest req;
   req.params = read_params(j, model, /*default_max_tokens=*/-1, /*chat=*/true);
   require(req.params.max_tokens != 0, field(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens",

@@ -59,7 +59,10 @@ json reason_json(const std::string& finish_reason) {
 }  // namespace
 
 json completion_choice(int64_t index, const std::string& text, json logprobs, const std::string& finish_reason) {
-  return {{"index", index}, {"text", text}, {"logprobs", std::move(logprobs)}, {"finish_reason", reason_json(finish_reason)}};
+  return {{"index", index},
+          {"text", text},
+          {"logprobs", std::move(logprobs)},
+          {"finish_reason", reason_json(finish_reason)}};
 }
 
 json chat_choice(int64_t index, const std::string& content, const std::string& finish_reason) {
@@ -70,12 +73,17 @@ json chat_choice(int64_t index, const std::string& content, const std::string& f
 }
 
 json chat_delta_choice(int64_t index, json delta, const std::string& finish_reason) {
-  return {{"index", index}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", reason_json(finish_reason)}};
+  return {{"index", index},
+          {"delta", std::move(delta)},
+          {"logprobs", nullptr},
+          {"finish_reason", reason_json(finish_reason)}};
 }
 
 json response_object(const ResponseHeader& header, bool chat, bool chunk, json choices, json usage) {
   json j = {{"id", header.id},
-            {"object", !chat ? "text_completion" : chunk ? "chat.completion.chunk" : "chat.completion"},
+            {"object", !chat   ? "text_completion"
+                       : chunk ? "chat.completion.chunk"
+                               : "chat.completion"},
             {"created", header.created},
             {"model", header.model},
             {"choices", std::move(choices)},

@@ -18,13 +18,15 @@ namespace {
 int64_t decoded_bytes(const TokenShard& shard, int64_t start, int64_t n, const Tokenizer& tokenizer) {
   std::vector<int64_t> ids(static_cast<size_t>(n) + 1);
   shard.read(start - 1, n + 1, ids.data());  // [context token, the n tokens]
-  return static_cast<int64_t>(tokenizer.decode(ids).size()) - static_cast<int64_t>(tokenizer.decode({ids.front()}).size());
+  return static_cast<int64_t>(tokenizer.decode(ids).size()) -
+         static_cast<int64_t>(tokenizer.decode({ids.front()}).size());
 }
 
 /// UTF-8 bytes of the targets `loader` scores: the target tokens of each of its windows.
 int64_t target_bytes(const SequentialLoader& loader, const TokenShard& shard, int64_t T, const Tokenizer& tokenizer) {
   int64_t bytes = 0;
-  for (int64_t w = 0; w < loader.num_windows(); ++w) bytes += decoded_bytes(shard, loader.window_start(w) + 1, T, tokenizer);
+  for (int64_t w = 0; w < loader.num_windows(); ++w)
+    bytes += decoded_bytes(shard, loader.window_start(w) + 1, T, tokenizer);
   return bytes;
 }
 
@@ -134,10 +136,10 @@ std::vector<ContractionPoint> contraction_curve(FBT& model, const TokenShard& sh
   SequentialLoader loader(shard, o.batch, T, o.max_tokens);
   const auto layout = Layout::contiguous(T, device);
   while (auto batch = loader.next()) {
-    auto inputs = batch->first.to(device), targets = batch->second.to(device);  // [b,T] each
-    auto e_n = model->plain_input(model->embed(inputs));                        // [b,T,D]
-    auto plain = model->plain_positions(inputs);                                // [b,T]
-    torch::Tensor previous;  // h^(k−1) [b,T,D]
+    auto inputs = batch->first.to(device), targets = batch->second.to(device);   // [b,T] each
+    auto e_n = model->plain_input(model->embed(inputs));                         // [b,T,D]
+    auto plain = model->plain_positions(inputs);                                 // [b,T]
+    torch::Tensor previous;                                                      // h^(k−1) [b,T,D]
     run_passes(max_passes + 1, [&](int64_t pass, const torch::Tensor& before) {  // pass = k + 1
       const auto x = model->stack(pass == 1 ? e_n : model->feedback_input(before, e_n, plain.unsqueeze(-1)), layout);
       nats[pass - 1] += summed_nats(model->head(x), targets);

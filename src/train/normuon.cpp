@@ -19,9 +19,9 @@ torch::Tensor newton_schulz5(const torch::Tensor& G, int64_t steps) {
   if (transpose) X = X.t();
   X = X / (X.norm() + 1e-7);  // spectral norm ≤ Frobenius norm ≤ 1: inside the iteration's basin
   for (int64_t i = 0; i < steps; ++i) {
-    auto A = torch::mm(X, X.t());                   // [r,r], r = min(m,n)
-    auto B = b * A + c * torch::mm(A, A);           // [r,r]
-    X = a * X + torch::mm(B, X);                    // [r,max(m,n)]
+    auto A = torch::mm(X, X.t());          // [r,r], r = min(m,n)
+    auto B = b * A + c * torch::mm(A, A);  // [r,r]
+    X = a * X + torch::mm(B, X);           // [r,max(m,n)]
   }
   if (transpose) X = X.t();
   return X.to(G.scalar_type());
@@ -56,18 +56,18 @@ void NorMuon::step() {
       M = torch::zeros_like(W);
       second_moment_[i] = torch::zeros({W.size(0), 1}, W.options());
     }
-    M.lerp_(G, 1.0 - o.momentum);                  // M ← β1 M + (1−β1) G
-    U.push_back(torch::lerp(G, M, o.momentum));    // Nesterov: (1−β1) G + β1 M
+    M.lerp_(G, 1.0 - o.momentum);                // M ← β1 M + (1−β1) G
+    U.push_back(torch::lerp(G, M, o.momentum));  // Nesterov: (1−β1) G + β1 M
     active.push_back(i);
   }
   const auto orthogonal = orthogonalize_(U, o.ns_steps);
   for (size_t j = 0; j < active.size(); ++j) {
     auto& W = params_[active[j]].second;
     auto& v = second_moment_[active[j]];
-    const auto& O = orthogonal[j];                  // [m,n]
+    const auto& O = orthogonal[j];  // [m,n]
     v.lerp_(O.square().mean(1, /*keepdim=*/true), 1.0 - o.beta2);
     auto O_hat = O / (v.sqrt() + o.eps);
-    O_hat.mul_(O.norm() / (O_hat.norm() + o.eps));   // keep ‖Ô‖_F = ‖O‖_F
+    O_hat.mul_(O.norm() / (O_hat.norm() + o.eps));  // keep ‖Ô‖_F = ‖O‖_F
     const double shape_scale = std::sqrt(std::max(1.0, double(W.size(0)) / double(W.size(1))));
     W.mul_(1.0 - o.lr * o.weight_decay);
     W.add_(O_hat, -o.lr * shape_scale);

@@ -12,16 +12,19 @@ namespace fbt {
 std::vector<ParamGroup> group_parameters(FBT& model, const TrainConfig& c) {
   std::vector<ParamGroup> groups;
   if (c.optimizer == OptimizerKind::NorMuon) {
-    groups.push_back({"normuon", "2-D hidden weights: attention q/k/v/o and head gates, MLP, fusion W_U/W_G",
-                      {}, c.normuon_lr, c.normuon_weight_decay});
+    groups.push_back({"normuon",
+                      "2-D hidden weights: attention q/k/v/o and head gates, MLP, fusion W_U/W_G",
+                      {},
+                      c.normuon_lr,
+                      c.normuon_weight_decay});
     groups.push_back({"adam", "embedding, LM head, RMSNorm gains and biases", {}, c.lr, 0.0});
     for (const auto& p : model->named_parameters()) {
       const bool vocab = p.key() == "embedding.weight" || p.key() == "lm_head.weight";  // [V,D]
       groups[p.value().dim() == 2 && !vocab ? 0 : 1].params.emplace_back(p.key(), p.value());
     }
   } else {
-    groups.push_back({"adamw_decay", "every parameter with >= 2 dims (incl. tied embedding/head)", {}, c.lr,
-                      c.weight_decay});
+    groups.push_back(
+        {"adamw_decay", "every parameter with >= 2 dims (incl. tied embedding/head)", {}, c.lr, c.weight_decay});
     groups.push_back({"adamw_no_decay", "1-D parameters (RMSNorm gains)", {}, c.lr, 0.0});
     for (const auto& p : model->named_parameters())
       groups[p.value().dim() >= 2 ? 0 : 1].params.emplace_back(p.key(), p.value());
@@ -32,7 +35,8 @@ std::vector<ParamGroup> group_parameters(FBT& model, const TrainConfig& c) {
       auto& ps = g.params;
       for (auto it = ps.begin(); it != ps.end();) {
         const bool own = it->first.rfind("fusion.", 0) == 0 || it->first == "input_norm.weight";
-        if (!own) ++it;
+        if (!own)
+          ++it;
         else {
           fusion.params.push_back(std::move(*it));
           it = ps.erase(it);

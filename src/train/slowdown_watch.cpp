@@ -13,12 +13,12 @@ std::string SlowdownWatch::update(double token_passes_per_s, double cpu_share, i
   streak_ = starved || slow ? streak_ + 1 : 0;
   if (token_passes_per_s > best_) best_ = token_passes_per_s;
   if (streak_ < streak_needed_) return "";
-  const std::string remedy = threads > 1 ? "try --threads " + std::to_string(threads - 1)
-                                         : "free a core or wait for the other process";
+  const std::string remedy =
+      threads > 1 ? "try --threads " + std::to_string(threads - 1) : "free a core or wait for the other process";
   if (starved)
     return "busy: the " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") + " got " +
-           std::to_string(std::lround(100 * cpu_share)) + "% of their CPU time; another process is using a core: " +
-           remedy;
+           std::to_string(std::lround(100 * cpu_share)) +
+           "% of their CPU time; another process is using a core: " + remedy;
   return "slow: " + std::to_string(std::lround(100 * token_passes_per_s / best_)) +
          "% of this run's best speed; another process may be using a core: " + remedy;
 }

@@ -205,8 +205,8 @@ int64_t TrainConfig::accumulation(int64_t seq_tokens, int64_t world_size) const 
   if (batch_tokens == 0) return world_size;  // one micro-batch per rank, as torchrun users expect
   const int64_t micro = batch_size * seq_tokens;
   if (batch_tokens % micro != 0)
-    throw Error("train.batch_tokens " + std::to_string(batch_tokens) + " is not a multiple of batch_size x seq_len = " +
-                std::to_string(micro) + " tokens");
+    throw Error("train.batch_tokens " + std::to_string(batch_tokens) +
+                " is not a multiple of batch_size x seq_len = " + std::to_string(micro) + " tokens");
   return batch_tokens / micro;
 }
 
@@ -252,7 +252,8 @@ void check_training_memory(const RunConfig& rc, int64_t seq_tokens, int64_t memo
   const double batch_bytes = 2.0 * 4.0 * double(rc.train.batch_size) * double(seq_tokens) * double(m.vocab_size);
   if (model_bytes + batch_bytes <= double(memory_bytes)) return;
   char sizes[256];
-  std::snprintf(sizes, sizeof sizes, "at least %.1f GB for the weights, gradients and optimiser state and %.1f GB "
+  std::snprintf(sizes, sizeof sizes,
+                "at least %.1f GB for the weights, gradients and optimiser state and %.1f GB "
                 "for the logits of one micro-batch, but this machine has %.1f GB of memory",
                 model_bytes / gb, batch_bytes / gb, double(memory_bytes) / gb);
   if (model_bytes >= batch_bytes)
@@ -267,9 +268,7 @@ void check_training_memory(const RunConfig& rc, int64_t seq_tokens, int64_t memo
 }
 
 // ---------------------------------------------------------------- run config
-nlohmann::json RunConfig::to_json() const {
-  return {{"model", model.to_json()}, {"train", fields_to_json(train)}};
-}
+nlohmann::json RunConfig::to_json() const { return {{"model", model.to_json()}, {"train", fields_to_json(train)}}; }
 
 RunConfig RunConfig::load(const std::string& spec) {
   RunConfig rc;
@@ -297,8 +296,7 @@ RunConfig RunConfig::load(const std::string& spec) {
       throw Error(spec + ": unknown key '" + item.key() + "' (expected 'model' and 'train')");
   if (j.contains("model")) {
     const auto& m = j.at("model");
-    rc.model = m.is_string() ? ModelConfig::preset(m.get<std::string>())
-                             : ModelConfig::from_json(m, spec + ": model");
+    rc.model = m.is_string() ? ModelConfig::preset(m.get<std::string>()) : ModelConfig::from_json(m, spec + ": model");
     if (m.is_string()) rc.train = TrainConfig::preset(m.get<std::string>());
   }
   if (j.contains("train")) fields_from_json(j.at("train"), spec + ": train", rc.train);
@@ -308,8 +306,7 @@ RunConfig RunConfig::load(const std::string& spec) {
 
 void RunConfig::set(const std::string& assignment) {
   const auto eq = assignment.find('=');
-  if (eq == std::string::npos || eq == 0)
-    throw Error("--set " + assignment + ": expected key=value");
+  if (eq == std::string::npos || eq == 0) throw Error("--set " + assignment + ": expected key=value");
   std::string key = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
   nlohmann::json value;

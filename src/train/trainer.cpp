@@ -74,7 +74,6 @@ std::string format_duration(double seconds) {
   return o.str();
 }
 
-
 /// Realised fraction of steps per K, {"1": f1, "2": f2, ...}.
 nlohmann::json pass_fractions(const std::map<int64_t, int64_t>& counts) {
   int64_t total = 0;
@@ -86,19 +85,19 @@ nlohmann::json pass_fractions(const std::map<int64_t, int64_t>& counts) {
 
 /// What one optimiser step produced (summed over micro-batches and ranks).
 struct StepOutcome {
-  int64_t passes = 1;            // K
+  int64_t passes = 1;  // K
   double lr_factor = 1, wd_factor = 1;
   bool cooldown = false, z_loss_on = false;
   double loss = 0, z_loss = 0;   // total = L1 + λ·mean(L2..LK); z-loss (cooldown only)
   std::vector<double> per_pass;  // CE of pass 1..K
   double grad_norm = std::nan("");
-  double comm_s = 0;             // all-reduce time not hidden by backward
-  double step_s = 0;             // wall-clock seconds of the step
-  double cpu_s = 0;              // CPU seconds of the whole process (all threads) during the step
-  bool ok = false;               // finite loss and gradient: the update was applied
-  int stop = 0;                  // SIGINT/SIGTERM seen by any rank, else 0
-  int64_t tokens = 0;            // input tokens of the step (padding excluded), all ranks
-  int64_t scored = 0;            // scored targets of the step, all ranks: the loss is their mean
+  double comm_s = 0;   // all-reduce time not hidden by backward
+  double step_s = 0;   // wall-clock seconds of the step
+  double cpu_s = 0;    // CPU seconds of the whole process (all threads) during the step
+  bool ok = false;     // finite loss and gradient: the update was applied
+  int stop = 0;        // SIGINT/SIGTERM seen by any rank, else 0
+  int64_t tokens = 0;  // input tokens of the step (padding excluded), all ranks
+  int64_t scored = 0;  // scored targets of the step, all ranks: the loss is their mean
 };
 
 /// Whether RUNDIR holds a run that wrote at least one checkpoint (a step directory or `latest`).
@@ -156,7 +155,8 @@ void prepare_run_dir(const TrainOptions& opt, const nlohmann::json& tok, std::os
   if ((opt.force || stub) && fs::exists(out)) {
     for (const auto& entry : fs::directory_iterator(out)) {
       const auto name = entry.path().filename().string();
-      if (name.rfind("step-", 0) == 0 || name == "latest" || name == "metrics.jsonl" || name == "run.json" || name == "tokenizer")
+      if (name.rfind("step-", 0) == 0 || name == "latest" || name == "metrics.jsonl" || name == "run.json" ||
+          name == "tokenizer")
         fs::remove_all(entry.path());
     }
   }
@@ -212,7 +212,7 @@ class TrainingRun {
   nlohmann::json stored_;  // RUNDIR/run.json on --resume
   std::string init_file_;  // the --init-from model file ("" without a warm start)
   CheckpointInfo init_info_;
-  nlohmann::json tok_;     // the dataset's tokenizer description (meta.json)
+  nlohmann::json tok_;                           // the dataset's tokenizer description (meta.json)
   int64_t T_ = 0, accum_ = 1, local_accum_ = 1;  // sequence length; micro-batches per step, all / this rank
   std::optional<TokenShard> train_shard_, val_shard_;
   nlohmann::json run_record_;  // run.json: the record plus, after every checkpoint, the progress
@@ -221,10 +221,10 @@ class TrainingRun {
   std::unique_ptr<TrainBatches> loader_;
   std::optional<SftData> sft_train_, sft_val_;  // a conversation dataset (SFT), else unset
   std::mt19937_64 pass_rng_;
-  at::Generator generator_;  // jitter, mixin (per rank)
-  TrainerState st_;           // counters (the RNG, generator and loader fields are filled when saving)
-  double wall_s_before_ = 0;  // wall-clock seconds of the processes before this resume
-  int64_t stored_steps_ = 0;  // train.steps of run.json on --resume (a new --steps total updates it)
+  at::Generator generator_;      // jitter, mixin (per rank)
+  TrainerState st_;              // counters (the RNG, generator and loader fields are filled when saving)
+  double wall_s_before_ = 0;     // wall-clock seconds of the processes before this resume
+  int64_t stored_steps_ = 0;     // train.steps of run.json on --resume (a new --steps total updates it)
   std::string last_checkpoint_;  // the step directory `latest` names, "" before the first
   TrainResult result_;
   std::ofstream metrics_;  // stays closed on ranks > 0: their writes are dropped
@@ -252,7 +252,8 @@ TrainingRun::TrainingRun(const TrainOptions& opt, std::ostream& rank0_log)
     throw Error("--init-from starts a new run from a checkpoint and --resume continues the run in --out; give one");
   if (opt.dist.normuon != "replicate" && opt.dist.normuon != "shard")
     throw Error("--normuon-orthogonalize " + opt.dist.normuon + ": expected replicate or shard");
-  if (env_.active() && device_.is_cuda() && !device_.has_index()) device_ = torch::Device(torch::kCUDA, env_.local_rank);
+  if (env_.active() && device_.is_cuda() && !device_.has_index())
+    device_ = torch::Device(torch::kCUDA, env_.local_rank);
   if (env_.active()) comm_ = std::make_unique<Communicator>(env_, opt.dist, device_);
   load_config();
   open_data();
@@ -285,8 +286,9 @@ void TrainingRun::load_config() {
       throw Error("--resume continues the stored config (run.json); --config and --set are not allowed");
   } else if (!opt_.init_from.empty()) {  // warm start: the checkpoint's model, warm-start settings
     if (!opt_.config.empty())
-      throw Error("--init-from takes the model config from the checkpoint and TrainConfig::warm_start's training "
-                  "settings; --config is not allowed with it (change settings with --set)");
+      throw Error(
+          "--init-from takes the model config from the checkpoint and TrainConfig::warm_start's training "
+          "settings; --config is not allowed with it (change settings with --set)");
     init_file_ = resolve_checkpoint(opt_.init_from);
     init_info_ = read_checkpoint_info(init_file_);
     rc_.model = init_info_.config;
@@ -299,8 +301,9 @@ void TrainingRun::load_config() {
   }
   if (opt_.steps > 0) rc_.train.steps = opt_.steps;
   rc_.train.validate();
-  if (opt_.resume) stored_steps_ = required_field<int64_t>(stored_.at("config").at("train"), "steps",
-                                                           (out_ / "run.json").string() + ": config.train");
+  if (opt_.resume)
+    stored_steps_ = required_field<int64_t>(stored_.at("config").at("train"), "steps",
+                                            (out_ / "run.json").string() + ": config.train");
 }
 
 // ---- data: vocabulary and document separator come from the dataset
@@ -335,10 +338,11 @@ void TrainingRun::open_data() {
                              : "set train.batch_tokens to a multiple of WORLD_SIZE x batch_size x seq_len = " +
                                    std::to_string(env_.world_size * rc_.train.batch_size * T_)));
   local_accum_ = accum_ / env_.world_size;  // this rank's share, micro-batches [rank·local, ...)
-  if (opt_.resume) {  // the same global batch as the run's first launch (run.json records it)
+  if (opt_.resume) {                        // the same global batch as the run's first launch (run.json records it)
     const int64_t tokens = accum_ * rc_.train.batch_size * T_;
     const auto run_json = (out_ / "run.json").string();
-    const auto stored_world = stored_.contains("world_size") ? required_field<int64_t>(stored_, "world_size", run_json) : 1;
+    const auto stored_world =
+        stored_.contains("world_size") ? required_field<int64_t>(stored_, "world_size", run_json) : 1;
     const auto stored_tokens =
         stored_.contains("global_batch")
             ? required_field<int64_t>(stored_.at("global_batch"), "tokens", run_json + ": global_batch")
@@ -370,7 +374,8 @@ void TrainingRun::open_data() {
 void TrainingRun::check_run_dir() const {
   check_out_dir(out_);
   if (!opt_.resume && !opt_.force && fs::exists(out_ / "run.json") && has_checkpoints(out_))
-    throw Error("--out " + opt_.out_dir + " already holds a run (run.json); use --resume to continue it or --force to replace it");
+    throw Error("--out " + opt_.out_dir +
+                " already holds a run (run.json); use --resume to continue it or --force to replace it");
 }
 
 // ---- the log's header: provenance, resolved config, batch, notes on the schedule
@@ -380,11 +385,11 @@ void TrainingRun::log_header() {
        << "  threads " << torch::get_num_threads() << "\n"
        << rc_.to_json().dump(2) << "\n"
        << "parameters: " << rc_.model.parameter_count() << "  global batch: " << accum_ * tc.batch_size
-       << " sequences x " << T_ << " = " << accum_ * tc.batch_size * T_ << " tokens/step (" << accum_
-       << " micro-batch" << (accum_ > 1 ? "es" : "") << " of " << tc.batch_size << " x " << T_
-       << (env_.world_size > 1 ? ", " + std::to_string(local_accum_) + " per rank on " +
-                                     std::to_string(env_.world_size) + " processes"
-                               : std::string())
+       << " sequences x " << T_ << " = " << accum_ * tc.batch_size * T_ << " tokens/step (" << accum_ << " micro-batch"
+       << (accum_ > 1 ? "es" : "") << " of " << tc.batch_size << " x " << T_
+       << (env_.world_size > 1
+               ? ", " + std::to_string(local_accum_) + " per rank on " + std::to_string(env_.world_size) + " processes"
+               : std::string())
        << (tc.batch_tokens == 0 && env_.world_size > 1
                ? "; train.batch_tokens unset: one micro-batch of train.batch_size per process"
                : "")
@@ -432,8 +437,10 @@ void TrainingRun::write_run_record() {
   run_record_ = stored_;
   if (rc_.train.steps == stored_steps_) return;
   run_record_["config"]["train"]["steps"] = rc_.train.steps;
-  run_record_["resumes"].push_back({{"at_step", st_.step}, {"steps_before", stored_steps_},
-                                    {"steps_after", rc_.train.steps}, {"git_sha", git_sha()}});
+  run_record_["resumes"].push_back({{"at_step", st_.step},
+                                    {"steps_before", stored_steps_},
+                                    {"steps_after", rc_.train.steps},
+                                    {"git_sha", git_sha()}});
   write_file_atomic((out_ / "run.json").string(), run_record_.dump(2) + "\n");
 }
 
@@ -488,7 +495,8 @@ void TrainingRun::resume_from_checkpoint() {
     generator_.set_state(generator_state_from_hex(c.trainer.torch_generators.at(env_.rank), trainer_json));
     loader_->set_state(c.trainer.loader);
   } catch (const c10::Error& e) {
-    throw Error(trainer_json + ": generator state does not fit this build's CPU generator: " + e.what_without_backtrace());
+    throw Error(trainer_json +
+                ": generator state does not fit this build's CPU generator: " + e.what_without_backtrace());
   } catch (const Error& e) {
     throw Error(trainer_json + ": " + e.what());
   }
@@ -500,8 +508,8 @@ void TrainingRun::resume_from_checkpoint() {
   // A new --steps total changes the schedules (warmup/cooldown, pass phases are fractions of
   // it): say so; write_run_record records it in run.json so the run stays described by its record.
   if (tc.steps != stored_steps_)
-    log_ << "note: train.steps changed from " << stored_steps_ << " to " << tc.steps << "; the lr and pass schedules now span "
-         << tc.steps << " steps (run.json updated)\n";
+    log_ << "note: train.steps changed from " << stored_steps_ << " to " << tc.steps
+         << "; the lr and pass schedules now span " << tc.steps << " steps (run.json updated)\n";
 }
 
 // ---- gradient all-reduce (data parallel) and the loop's bookkeeping
@@ -564,8 +572,8 @@ StepOutcome TrainingRun::train_step() {
   torch::Tensor sums = torch::zeros({2 + K}, torch::dtype(torch::kDouble).device(device_));
   for (size_t i = 0; i < mine.size(); ++i) {
     if (sync_ && i + 1 == mine.size()) sync_->arm();  // the last: buckets go out in backward
-    if (mine[i].scored == 0) {  // conversations cut before their answers: nothing to learn
-      if (sync_ && i + 1 == mine.size()) {  // but the gradient buckets go out in this backward
+    if (mine[i].scored == 0) {                        // conversations cut before their answers: nothing to learn
+      if (sync_ && i + 1 == mine.size()) {            // but the gradient buckets go out in this backward
         PassOptions logits_only = po;
         logits_only.keep_logits = true;
         AutocastScope amp(tc.precision, device_);
@@ -624,7 +632,8 @@ void TrainingRun::record_step(const StepOutcome& s) {
   const auto& tc = rc_.train;
   const int64_t K = s.passes;
   result_.losses.push_back(s.ok ? s.loss : std::nan(""));
-  nlohmann::json line{{"step", st_.step}, {"passes", K}, {"lr_scale", s.lr_factor}, {"lr", tc.lr * s.lr_factor},
+  nlohmann::json line{{"step", st_.step},        {"passes", K},
+                      {"lr_scale", s.lr_factor}, {"lr", tc.lr * s.lr_factor},
                       {"wd_scale", s.wd_factor}, {"cooldown", s.cooldown}};
   if (tc.optimizer == OptimizerKind::NorMuon) line["normuon_lr"] = tc.normuon_lr * s.lr_factor;
   if (!s.ok) {
@@ -646,10 +655,15 @@ void TrainingRun::record_step(const StepOutcome& s) {
   st_.token_equivalent += n * K;
   ++st_.pass_counts[K];
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-  line.update({{"tokens", st_.tokens}, {"token_equivalent", st_.token_equivalent},
+  line.update({{"tokens", st_.tokens},
+               {"token_equivalent", st_.token_equivalent},
                {"token_equivalent_ratio", double(st_.token_equivalent) / double(st_.tokens)},
-               {"pass_fractions", pass_fractions(st_.pass_counts)}, {"losses", s.per_pass}, {"loss", s.loss},
-               {"grad_norm", s.grad_norm}, {"tokens_per_s", n / s.step_s}, {"elapsed_s", elapsed}});
+               {"pass_fractions", pass_fractions(st_.pass_counts)},
+               {"losses", s.per_pass},
+               {"loss", s.loss},
+               {"grad_norm", s.grad_norm},
+               {"tokens_per_s", n / s.step_s},
+               {"elapsed_s", elapsed}});
   if (s.z_loss_on) line["z_loss"] = s.z_loss;
   if (comm_) line["comm_s"] = s.comm_s;  // gradient/loss all-reduce time not hidden by backward
   metrics_ << line.dump() << "\n" << std::flush;
@@ -665,15 +679,14 @@ void TrainingRun::record_step(const StepOutcome& s) {
   const std::string slow_note = slow.empty() ? "" : "  [" + slow + "]";
   if (tty_) {  // one line rewritten in place; ESC[K clears what a longer line left
     const int width = 30, filled = int(width * st_.step / tc.steps);
-    log_ << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << st_.step << "/"
-         << tc.steps << "  loss " << loss_text.str() << "  K=" << K << "  " << std::fixed << std::setprecision(0)
-         << n / s.step_s << " tok/s  ETA " << format_duration(eta) << slow_note << "\033[K" << std::defaultfloat
-         << std::flush;
+    log_ << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << st_.step << "/" << tc.steps
+         << "  loss " << loss_text.str() << "  K=" << K << "  " << std::fixed << std::setprecision(0) << n / s.step_s
+         << " tok/s  ETA " << format_duration(eta) << slow_note << "\033[K" << std::defaultfloat << std::flush;
   } else if (st_.step % tc.log_every == 0 || st_.step == tc.steps) {
     log_ << "step " << st_.step << "/" << tc.steps << "  loss " << loss_text.str() << "  K=" << K << "  lr x"
          << std::fixed << std::setprecision(3) << s.lr_factor << "  grad_norm " << std::setprecision(3) << s.grad_norm
-         << "  " << std::setprecision(0) << n / s.step_s << " tok/s  elapsed " << format_duration(elapsed)
-         << "  ETA " << format_duration(eta) << slow_note << "\n"
+         << "  " << std::setprecision(0) << n / s.step_s << " tok/s  elapsed " << format_duration(elapsed) << "  ETA "
+         << format_duration(eta) << slow_note << "\n"
          << std::defaultfloat << std::flush;
   }
 }
@@ -703,9 +716,12 @@ void TrainingRun::report_validation(double standard, double fused1, double stand
   auto mode = [&](double loss, double bits) {
     return bpb ? nlohmann::json{{"loss", loss}, {"bpb", bits}} : nlohmann::json{{"loss", loss}};
   };
-  metrics_ << nlohmann::json{{"step", st_.step}, {"val", {{"standard", mode(standard, standard_bpb)},
-                                                          {"fused1", mode(fused1, fused1_bpb)}}}}.dump()
-           << "\n" << std::flush;
+  metrics_ << nlohmann::json{{"step", st_.step},
+                             {"val",
+                              {{"standard", mode(standard, standard_bpb)}, {"fused1", mode(fused1, fused1_bpb)}}}}
+                  .dump()
+           << "\n"
+           << std::flush;
   log_ << (tty_ ? "\n" : "") << "step " << st_.step << "  val standard " << std::fixed << std::setprecision(4)
        << standard << "  fused(1) " << fused1 << (sft_val_ ? " nats/assistant token" : " nats/token");
   if (bpb) log_ << "  (" << standard_bpb << " / " << fused1_bpb << " bits/byte)";
@@ -740,13 +756,14 @@ void TrainingRun::save_checkpoint() {
   fs::rename(tmp, final_dir);
   write_latest(opt_.out_dir, name);
   last_checkpoint_ = name;
-  run_record_["progress"] = {{"step", st_.step},
-                             {"steps", rc_.train.steps},
-                             {"tokens", st_.tokens},
-                             {"token_equivalent", st_.token_equivalent},
-                             {"token_equivalent_ratio", double(st_.token_equivalent) / double(std::max<int64_t>(1, st_.tokens))},
-                             {"pass_fractions", pass_fractions(st_.pass_counts)},
-                             {"wall_s", wall_s()}};
+  run_record_["progress"] = {
+      {"step", st_.step},
+      {"steps", rc_.train.steps},
+      {"tokens", st_.tokens},
+      {"token_equivalent", st_.token_equivalent},
+      {"token_equivalent_ratio", double(st_.token_equivalent) / double(std::max<int64_t>(1, st_.tokens))},
+      {"pass_fractions", pass_fractions(st_.pass_counts)},
+      {"wall_s", wall_s()}};
   if (result_.validated)
     run_record_["progress"]["val"] = {{"standard", result_.val_standard}, {"fused1", result_.val_fused1}};
   write_file_atomic((out_ / "run.json").string(), run_record_.dump(2) + "\n");
@@ -776,7 +793,8 @@ void TrainingRun::print_summary() {
     fractions << "K=" << k << " " << std::fixed << std::setprecision(3) << f.get<double>() << "  ";
   log_ << "done: " << st_.step << " steps, " << st_.tokens << " tokens, token-equivalent compute "
        << st_.token_equivalent << " (" << std::fixed << std::setprecision(3)
-       << double(st_.token_equivalent) / std::max<int64_t>(1, st_.tokens) << "x; the paper's 75/22/3% schedule: 1.28x)\n"
+       << double(st_.token_equivalent) / std::max<int64_t>(1, st_.tokens)
+       << "x; the paper's 75/22/3% schedule: 1.28x)\n"
        << "realised pass fractions: " << fractions.str() << "(paper: K=1 0.75  K=2 0.22  K=3 0.03)\n"
        << "peak RSS: " << std::setprecision(2) << double(peak_memory_bytes(torch::kCPU)) / 1e9 << " GB\n"
        << std::defaultfloat;
@@ -807,9 +825,10 @@ TrainResult TrainingRun::run() {
     }
     if (s.stop && !last) {
       log_ << (tty_ ? "\n" : "") << "interrupted: "
-           << (last_checkpoint_ == step_dir_name(st_.step) ? "checkpoint written at step " + std::to_string(st_.step) + " (" +
-                                                                (out_ / last_checkpoint_).string() + ")"
-                                                          : "at step " + std::to_string(st_.step) + ", " + latest_note())
+           << (last_checkpoint_ == step_dir_name(st_.step)
+                   ? "checkpoint written at step " + std::to_string(st_.step) + " (" +
+                         (out_ / last_checkpoint_).string() + ")"
+                   : "at step " + std::to_string(st_.step) + ", " + latest_note())
            << "; continue with --resume\n";
       result_.stop_signal = s.stop;
       break;
@@ -824,9 +843,7 @@ TrainResult TrainingRun::run() {
 
 }  // namespace
 
-TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) {
-  return TrainingRun(opt, rank0_log).run();
-}
+TrainResult run_training(const TrainOptions& opt, std::ostream& rank0_log) { return TrainingRun(opt, rank0_log).run(); }
 
 PassOptions training_pass_options(const TrainConfig& tc, int64_t passes, bool cooldown) {
   PassOptions po;

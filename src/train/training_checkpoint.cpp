@@ -45,9 +45,15 @@ int64_t step_of(const std::string& name) {
 nlohmann::json TrainerState::to_json() const {
   nlohmann::json counts = nlohmann::json::object();
   for (const auto& [k, v] : pass_counts) counts[std::to_string(k)] = v;
-  nlohmann::json j{{"step", step}, {"tokens", tokens}, {"token_equivalent", token_equivalent},
-                   {"consecutive_bad", consecutive_bad}, {"pass_counts", counts}, {"pass_rng", pass_rng},
-                   {"torch_generator", torch_generators.at(0)}, {"loader", loader}, {"world_size", world_size},
+  nlohmann::json j{{"step", step},
+                   {"tokens", tokens},
+                   {"token_equivalent", token_equivalent},
+                   {"consecutive_bad", consecutive_bad},
+                   {"pass_counts", counts},
+                   {"pass_rng", pass_rng},
+                   {"torch_generator", torch_generators.at(0)},
+                   {"loader", loader},
+                   {"world_size", world_size},
                    {"wall_s", wall_s}};
   if (torch_generators.size() > 1) j["torch_generators"] = torch_generators;
   j["checksum"] = checksum_of(j);
@@ -59,8 +65,7 @@ TrainerState TrainerState::from_json(const nlohmann::json& j, const std::string&
   if (!j.is_object()) throw Error(path + ": expected a JSON object");
   if (j.contains("checksum")) {
     const auto stored = required_field<std::string>(j, "checksum", path);
-    if (stored != checksum_of(j))
-      throw Error(path + ": checksum mismatch (the file was edited or is corrupt)");
+    if (stored != checksum_of(j)) throw Error(path + ": checksum mismatch (the file was edited or is corrupt)");
   }
   s.step = non_negative(j, "step", path);
   if (s.step < 1) throw Error(path + ": field 'step' is 0; a checkpoint follows at least one step");
@@ -82,14 +87,14 @@ TrainerState TrainerState::from_json(const nlohmann::json& j, const std::string&
   std::istringstream in(s.pass_rng);
   std::mt19937_64 rng;
   in >> rng;
-  if (in.fail() || !(in >> std::ws).eof())
-    throw Error(path + ": field 'pass_rng' is not a std::mt19937_64 state");
+  if (in.fail() || !(in >> std::ws).eof()) throw Error(path + ": field 'pass_rng' is not a std::mt19937_64 state");
   if (j.contains("torch_generators")) {
     const auto list = required_field<nlohmann::json>(j, "torch_generators", path);
     if (!list.is_array() || int64_t(list.size()) != s.world_size)
       throw Error(path + ": field 'torch_generators' is not a list of " + std::to_string(s.world_size) + " states");
     for (size_t r = 0; r < list.size(); ++r) {
-      if (!list[r].is_string()) throw Error(path + ": field 'torch_generators'[" + std::to_string(r) + "] is not a string");
+      if (!list[r].is_string())
+        throw Error(path + ": field 'torch_generators'[" + std::to_string(r) + "] is not a string");
       s.torch_generators.push_back(list[r].get<std::string>());
     }
   } else {
@@ -115,7 +120,8 @@ std::string generator_state_to_hex(const torch::Tensor& bytes) {
 }
 
 torch::Tensor generator_state_from_hex(const std::string& hex, const std::string& what) {
-  if (hex.empty() || hex.size() % 2 != 0) throw Error(what + ": " + std::to_string(hex.size()) + " hex digits (expected an even number > 0)");
+  if (hex.empty() || hex.size() % 2 != 0)
+    throw Error(what + ": " + std::to_string(hex.size()) + " hex digits (expected an even number > 0)");
   auto t = torch::empty({int64_t(hex.size() / 2)}, torch::kUInt8);
   auto nibble = [&](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
@@ -191,9 +197,10 @@ TrainingCheckpoint read_resume_checkpoint(const std::string& run_dir, std::ostre
     if (named.empty() || step_of(fs::path(dir).filename().string()) < step_of(fs::path(named).filename().string()))
       candidates.push_back(dir);
   if (candidates.empty())
-    throw Error("--resume: " + run_dir + " holds no checkpoint (no step directory" +
-                (fs::exists(latest_path) ? std::string(" of those 'latest' could name") : std::string(", no 'latest'")) +
-                "): the run stopped before its first checkpoint; start it again without --resume");
+    throw Error(
+        "--resume: " + run_dir + " holds no checkpoint (no step directory" +
+        (fs::exists(latest_path) ? std::string(" of those 'latest' could name") : std::string(", no 'latest'")) +
+        "): the run stopped before its first checkpoint; start it again without --resume");
   std::string failures;
   for (const auto& dir : candidates) {
     try {
@@ -206,8 +213,8 @@ TrainingCheckpoint read_resume_checkpoint(const std::string& run_dir, std::ostre
       failures += "\n  " + dir + ": " + e.what();
     }
   }
-  throw Error("--resume: no intact checkpoint in " + run_dir + (named.empty() ? " ('latest' is empty or dangling)" : "") +
-              ":" + failures);
+  throw Error("--resume: no intact checkpoint in " + run_dir +
+              (named.empty() ? " ('latest' is empty or dangling)" : "") + ":" + failures);
 }
 
 }  // namespace fbt

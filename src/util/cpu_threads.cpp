@@ -68,7 +68,7 @@ int count_physical_cores(const std::vector<int>& cpus, const std::string& sysfs_
     const std::string topology = sysfs_cpu_dir + "/cpu" + std::to_string(cpu) + "/topology/";
     std::string siblings = first_word(topology + "core_cpus_list");
     if (siblings.empty()) siblings = first_word(topology + "thread_siblings_list");  // before Linux 5.7
-    cores.insert(siblings.empty() ? "cpu" + std::to_string(cpu) : siblings);  // no topology: a core of its own
+    cores.insert(siblings.empty() ? "cpu" + std::to_string(cpu) : siblings);         // no topology: a core of its own
   }
   return int(cores.size());
 }
@@ -87,7 +87,8 @@ int cgroup_cpu_limit(const std::string& cpu_max_file) {
 int default_cpu_threads() {
   int threads = count_physical_cores(allowed_cpus());
   // The tightest cpu.max from this process's cgroup up to the root (a limit may sit on an ancestor).
-  for (std::string dir = own_cgroup_path(); !dir.empty(); dir = dir == "/" ? "" : dir.substr(0, std::max<size_t>(dir.rfind('/'), 1))) {
+  for (std::string dir = own_cgroup_path(); !dir.empty();
+       dir = dir == "/" ? "" : dir.substr(0, std::max<size_t>(dir.rfind('/'), 1))) {
     const int limit = cgroup_cpu_limit("/sys/fs/cgroup" + (dir == "/" ? "" : dir) + "/cpu.max");
     if (limit > 0) threads = std::min(threads, limit);
   }

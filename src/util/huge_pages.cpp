@@ -31,10 +31,12 @@ class Mapping {
     const size_t over = bytes + kHugePage;
     void* raw = ::mmap(nullptr, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED)
-      throw Error("cannot map " + std::to_string(bytes >> 20) + " MiB for the model's weights: " + std::strerror(errno));
+      throw Error("cannot map " + std::to_string(bytes >> 20) +
+                  " MiB for the model's weights: " + std::strerror(errno));
     const auto start = reinterpret_cast<uintptr_t>(raw), aligned = round_up(start, kHugePage);
     if (aligned > start) ::munmap(raw, aligned - start);
-    if (start + over > aligned + bytes) ::munmap(reinterpret_cast<void*>(aligned + bytes), start + over - aligned - bytes);
+    if (start + over > aligned + bytes)
+      ::munmap(reinterpret_cast<void*>(aligned + bytes), start + over - aligned - bytes);
     base_ = reinterpret_cast<char*>(aligned);
 #ifdef MADV_HUGEPAGE
     ::madvise(base_, bytes_, MADV_HUGEPAGE);  // a request: where THP is off this fails and pages stay 4 KiB

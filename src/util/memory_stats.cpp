@@ -31,7 +31,7 @@ void reset_peak_memory(const c10::Device& device) {
 #endif
     return;
   }
-  release_free_cpu_blocks();  // first: the window counts what is in use, not glibc's cache
+  release_free_cpu_blocks();                      // first: the window counts what is in use, not glibc's cache
   std::ofstream("/proc/self/clear_refs") << "5";  // "5": reset the peak RSS to the current RSS
 }
 

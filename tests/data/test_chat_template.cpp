@@ -59,8 +59,11 @@ TEST(ChatTemplate, DetectsFormatsAndDefaultSystem) {
 
 // The scored ids decode to the assistant contents, each followed by the end-of-turn token.
 TEST(ChatTemplate, MaskScoresAssistantContentAndEndOfTurn) {
-  const std::vector<ChatMessage> chat{{"system", "Be brief."}, {"user", "Hi there"}, {"assistant", "Hello!"},
-                                      {"user", "And 2+2?"}, {"assistant", "4, of course."}};
+  const std::vector<ChatMessage> chat{{"system", "Be brief."},
+                                      {"user", "Hi there"},
+                                      {"assistant", "Hello!"},
+                                      {"user", "And 2+2?"},
+                                      {"assistant", "4, of course."}};
   for (const std::string name : {"smollm2", "llama3"}) {
     SCOPED_TRACE(name);
     const auto tok = template_fixture(name);
@@ -101,18 +104,23 @@ TEST(ChatTemplate, NamedErrors) {
                {"run/tokenizer: the tokenizer has no <|im_start|> token"});
   expect_error([] { ChatTemplate::for_tokenizer(ByteTokenizer(), "jinja", "x"); }, {"--chat-template jinja"});
   // An HF tokenizer without a template (the hf_tokenizers smollm fixture has none).
-  expect_error([] {
-    ChatTemplate::for_tokenizer(*HfBpeTokenizer::from_file(
-                                    (fs::path(FBT_SOURCE_DIR) / "tests/fixtures/hf_tokenizers/smollm/tokenizer.json").string()),
-                                "auto", "tok");
-  }, {"tok: the tokenizer has no chat template; pass --chat-template"});
+  expect_error(
+      [] {
+        ChatTemplate::for_tokenizer(
+            *HfBpeTokenizer::from_file(
+                (fs::path(FBT_SOURCE_DIR) / "tests/fixtures/hf_tokenizers/smollm/tokenizer.json").string()),
+            "auto", "tok");
+      },
+      {"tok: the tokenizer has no chat template; pass --chat-template"});
   const nlohmann::json bad_role = nlohmann::json::parse(R"([{"role": "tool", "content": "x"}])");
   expect_error([&] { chat_messages_from_json(bad_role, "f.jsonl:3"); },
                {"f.jsonl:3: messages[0].role: \"tool\" is not one of system, user, assistant"});
-  const nlohmann::json late_system = nlohmann::json::parse(
-      R"([{"role": "user", "content": "x"}, {"role": "system", "content": "y"}])");
-  expect_error([&] { chat_messages_from_json(late_system, "f"); }, {"f: messages[1]: a system message may only come first"});
-  expect_error([] { chat_messages_from_json(nlohmann::json::array(), "f"); }, {"f: \"messages\" must be a non-empty array"});
+  const nlohmann::json late_system =
+      nlohmann::json::parse(R"([{"role": "user", "content": "x"}, {"role": "system", "content": "y"}])");
+  expect_error([&] { chat_messages_from_json(late_system, "f"); },
+               {"f: messages[1]: a system message may only come first"});
+  expect_error([] { chat_messages_from_json(nlohmann::json::array(), "f"); },
+               {"f: \"messages\" must be a non-empty array"});
   expect_error([] { chat_messages_from_json(nlohmann::json::parse(R"([{"role": "user", "content": 3}])"), "f"); },
                {"f: messages[0]: expected an object with string fields"});
 }

@@ -67,7 +67,7 @@ TEST(HfTokenizer, SpecialIdsAndDocumentPrefix) {
   const auto llama = hf_fixture("llama3"), qwen = hf_fixture("qwen2"), gpt2 = hf_fixture("gpt2");
   EXPECT_EQ(llama->bos_id(), llama->token_id("<|begin_of_text|>"));
   EXPECT_EQ(llama->document_prefix(), std::vector<int64_t>{llama->bos_id()});  // its TemplateProcessing
-  EXPECT_EQ(llama->pad_id(), llama->eos_id());  // no pad token: padding uses EOS
+  EXPECT_EQ(llama->pad_id(), llama->eos_id());                                 // no pad token: padding uses EOS
   EXPECT_EQ(llama->meta().at("pad_id"), -1);
   EXPECT_FALSE(llama->chat_template().empty());
   EXPECT_TRUE(qwen->document_prefix().empty());
@@ -84,7 +84,10 @@ TEST(HfTokenizer, SpecialIdsAndDocumentPrefix) {
 // subsequence) before encoding; decode repairs the bytes of partial characters the same way.
 TEST(HfTokenizer, InvalidUtf8BecomesReplacementCharacters) {
   const auto tok = hf_fixture("gpt2");
-  EXPECT_EQ(tok->encode("a\xFF" "b\xE2\x82"), tok->encode("a\xEF\xBF\xBD" "b\xEF\xBF\xBD"));
+  EXPECT_EQ(tok->encode("a\xFF"
+                        "b\xE2\x82"),
+            tok->encode("a\xEF\xBF\xBD"
+                        "b\xEF\xBF\xBD"));
   EXPECT_EQ(utf8_lossy("\xF0\x9F\x98"), "\xEF\xBF\xBD");  // a truncated 4-byte sequence: one U+FFFD
   EXPECT_EQ(utf8_lossy("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate: three
   const auto ids = tok->encode("\xF0\x9F\x98\x80");  // 😀, one byte-level token per byte here
@@ -100,8 +103,11 @@ TEST(HfTokenizer, PaddedVocabAndIdRange) {
   EXPECT_EQ(tok->vocab_size(), 400);
   EXPECT_EQ(tok->decode({399, 360}), "");
   expect_error([&] { tok->decode({400}); }, {"400", "outside the vocab [0, 400)"});
-  expect_error([&] { HfBpeTokenizer::from_text(text, "'x/tokenizer.json'", 300, {-1, 2, -1, false}); },
-               {"'x/tokenizer.json'", "model.vocab", "outside the model's vocabulary [0, 300)"});
+  expect_error(
+      [&] {
+        HfBpeTokenizer::from_text(text, "'x/tokenizer.json'", 300, {-1, 2, -1, false});
+      },
+      {"'x/tokenizer.json'", "model.vocab", "outside the model's vocabulary [0, 300)"});
   expect_error([&] { HfBpeTokenizer::from_text(text, "t.json", 400, {-1, 450, -1, false}); }, {"t.json", "eos_id 450"});
 }
 
@@ -114,20 +120,38 @@ void expect_refused(const std::function<void(nlohmann::json&)>& edit, const std:
 
 TEST(HfTokenizer, UnsupportedPipelinesAreNamed) {
   expect_error([&] { HfBpeTokenizer::from_text("{\"model\": ", "'t.json'", 400, {}); }, {"'t.json'", "not valid JSON"});
-  expect_refused([](auto& j) { j["model"]["type"] = "WordPiece"; }, {"'t.json'", "model.type", "WordPiece", "only BPE"});
+  expect_refused([](auto& j) { j["model"]["type"] = "WordPiece"; },
+                 {"'t.json'", "model.type", "WordPiece", "only BPE"});
   expect_refused([](auto& j) { j["model"]["type"] = "Unigram"; }, {"'t.json'", "model.type", "Unigram"});
-  expect_refused([](auto& j) { j["model"]["byte_fallback"] = true; }, {"'t.json'", "model.byte_fallback"});  // with ByteLevel
+  expect_refused([](auto& j) { j["model"]["byte_fallback"] = true; },
+                 {"'t.json'", "model.byte_fallback"});  // with ByteLevel
   expect_refused([](auto& j) { j["model"]["dropout"] = 0.1; }, {"'t.json'", "model.dropout"});
-  expect_refused([](auto& j) { j["model"]["merges"][0] = "zzz qqq"; }, {"'t.json'", "model.merges[0]", "not in model.vocab"});
+  expect_refused([](auto& j) { j["model"]["merges"][0] = "zzz qqq"; },
+                 {"'t.json'", "model.merges[0]", "not in model.vocab"});
   expect_refused([](auto& j) { j["normalizer"] = {{"type", "NFKC"}}; }, {"'t.json'", "normalizer.type", "NFKC"});
   // A SentencePiece-style stage beside byte-level ones, or one fbt does not implement.
-  expect_refused([](auto& j) { j["decoder"] = {{"type", "Metaspace"}}; }, {"'t.json'", "byte-level", "needs a ByteLevel decoder"});
-  expect_refused([](auto& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; },
-                 {"'t.json'", "pre_tokenizer is a Metaspace", "SentencePiece-style decoder"});
-  expect_refused([](auto& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}, {"prepend_scheme", "sometimes"}}; },
-                 {"'t.json'", "pre_tokenizer.prepend_scheme", "sometimes"});
-  expect_refused([](auto& j) { j["decoder"] = {{"type", "Sequence"}, {"decoders", {{{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}, {{"type", "Fuse"}}}}}; },
-                 {"'t.json'", "decoder.decoders[0]", "Strip (after Fuse)"});
+  expect_refused(
+      [](auto& j) {
+        j["decoder"] = {{"type", "Metaspace"}};
+      },
+      {"'t.json'", "byte-level", "needs a ByteLevel decoder"});
+  expect_refused(
+      [](auto& j) {
+        j["pre_tokenizer"] = {{"type", "Metaspace"}};
+      },
+      {"'t.json'", "pre_tokenizer is a Metaspace", "SentencePiece-style decoder"});
+  expect_refused(
+      [](auto& j) {
+        j["pre_tokenizer"] = {{"type", "Metaspace"}, {"prepend_scheme", "sometimes"}};
+      },
+      {"'t.json'", "pre_tokenizer.prepend_scheme", "sometimes"});
+  expect_refused(
+      [](auto& j) {
+        j["decoder"] = {
+            {"type", "Sequence"},
+            {"decoders", {{{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}, {{"type", "Fuse"}}}}};
+      },
+      {"'t.json'", "decoder.decoders[0]", "Strip (after Fuse)"});
   expect_refused([](auto& j) { j["decoder"] = {{"type", "WordPiece"}}; }, {"'t.json'", "field decoder", "WordPiece"});
   expect_refused([](auto& j) { j["pre_tokenizer"]["pretokenizers"][0]["type"] = "Whitespace"; },
                  {"'t.json'", "pre_tokenizer.pretokenizers[0].type", "Whitespace"});
@@ -135,14 +159,19 @@ TEST(HfTokenizer, UnsupportedPipelinesAreNamed) {
                  {"'t.json'", "pre_tokenizer.pretokenizers[0].behavior", "Sideways"});
   expect_refused([](auto& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(unclosed"; },
                  {"'t.json'", "pre_tokenizer.pretokenizers[0].pattern", "does not compile"});
-  expect_refused([](auto& j) { std::swap(j["pre_tokenizer"]["pretokenizers"][0], j["pre_tokenizer"]["pretokenizers"][1]); },
-                 {"'t.json'", "pre_tokenizer.pretokenizers[0]", "ByteLevel"});
+  expect_refused(
+      [](auto& j) { std::swap(j["pre_tokenizer"]["pretokenizers"][0], j["pre_tokenizer"]["pretokenizers"][1]); },
+      {"'t.json'", "pre_tokenizer.pretokenizers[0]", "ByteLevel"});
   expect_refused([](auto& j) { j["added_tokens"][0]["id"] = 1000; }, {"'t.json'", "added_tokens[0].id", "1000"});
   // A post-processor appending EOS is refused where the special ids are resolved.
   auto j = fixture_json("llama3");
-  j["post_processor"]["processors"][1]["single"].push_back({{"SpecialToken", {{"id", "<|end_of_text|>"}, {"type_id", 0}}}});
-  expect_error([&] { hf_special_ids(j, nlohmann::json::object({{"eos_token", "<|end_of_text|>"}}), "'t.json'", "'c.json'"); },
-               {"'t.json'", "post_processor.processors[1].single", "after the text"});
+  j["post_processor"]["processors"][1]["single"].push_back(
+      {{"SpecialToken", {{"id", "<|end_of_text|>"}, {"type_id", 0}}}});
+  expect_error(
+      [&] {
+        hf_special_ids(j, nlohmann::json::object({{"eos_token", "<|end_of_text|>"}}), "'t.json'", "'c.json'");
+      },
+      {"'t.json'", "post_processor.processors[1].single", "after the text"});
   expect_error([&] { hf_special_ids(fixture_json("llama3"), nlohmann::json::object(), "'t.json'", "'c.json'"); },
                {"'c.json'", "eos_token"});
 }

@@ -100,7 +100,9 @@ TEST(PrepareSplit, SingleDocumentIsCutAtALineBoundary) {
   // ...or back to the previous one when none is left after it.
   EXPECT_EQ(split_train_val({"aaaa\nbbbbbbbbbbbb"}, 0.1, 1).val[0], "bbbbbbbbbbbb");
   // No newline: cut at the next UTF-8 character boundary (40% of 10 bytes lands inside "\xC3\xA9").
-  const TrainValSplit u = split_train_val({"abc\xC3\xA9" "defgh"}, 0.6, 1);
+  const TrainValSplit u = split_train_val({"abc\xC3\xA9"
+                                           "defgh"},
+                                          0.6, 1);
   EXPECT_EQ(u.train[0], "abc\xC3\xA9");
   EXPECT_EQ(u.val[0], "defgh");
   EXPECT_THROW(split_train_val({"x"}, 0.1, 1), Error);
@@ -161,10 +163,12 @@ TEST(PrepareLossy, WarningsNameTheRealCauseAndTheCutLines) {
   write(dir.path / "ws" / "a.txt", "the quick brown fox\njumps over the lazy dog\n");
   write(dir.path / "ws" / "b.txt", "  two  leading spaces and  doubled ones\n");
   write(dir.path / "ws" / "c.txt", "another plain line of text\n");
-  const int rc = std::system(("cd " + dir.path.string() + " && cat ws/*.txt > all.txt && spm_train --input=all.txt "
-                              "--model_prefix=ext --model_type=bpe --vocab_size=300 --normalization_rule_name=identity "
-                              "--byte_fallback=true --hard_vocab_limit=false --pad_id=3 --minloglevel=2 > /dev/null 2>&1")
-                                 .c_str());
+  const int rc =
+      std::system(("cd " + dir.path.string() +
+                   " && cat ws/*.txt > all.txt && spm_train --input=all.txt "
+                   "--model_prefix=ext --model_type=bpe --vocab_size=300 --normalization_rule_name=identity "
+                   "--byte_fallback=true --hard_vocab_limit=false --pad_id=3 --minloglevel=2 > /dev/null 2>&1")
+                      .c_str());
   ASSERT_EQ(rc, 0);
   PrepareOptions o;
   o.inputs = {(dir.path / "ws").string()};
@@ -198,8 +202,8 @@ TEST(PrepareLossy, WarningsNameTheRealCauseAndTheCutLines) {
 
 TEST(PrepareCli, ByteTokenizerEndToEnd) {
   TempDir dir;
-  const std::vector<std::string> texts = {"First document.\nSecond line.\n", "caf\xC3\xA9 \xFF\xFE raw bytes",
-                                          "third", "fourth one\n", "fifth!"};
+  const std::vector<std::string> texts = {"First document.\nSecond line.\n", "caf\xC3\xA9 \xFF\xFE raw bytes", "third",
+                                          "fourth one\n", "fifth!"};
   std::string inputs;
   int64_t total_bytes = 0;
   for (size_t i = 0; i < texts.size(); ++i) {
@@ -208,8 +212,8 @@ TEST(PrepareCli, ByteTokenizerEndToEnd) {
   }
   const fs::path out = dir.path / "out";
   const CliRun r = fbt_cli("prepare --input " + (dir.path / "in").string() + " --out " + out.string() +
-                            " --tokenizer byte --val-fraction 0.4 --seed 3",
-                        dir.path / "log");
+                               " --tokenizer byte --val-fraction 0.4 --seed 3",
+                           dir.path / "log");
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_TRUE(fs::exists(out / "train.bin"));
   EXPECT_TRUE(fs::exists(out / "val.bin"));
@@ -312,13 +316,12 @@ TEST(PrepareCli, BpeEndToEndReuseAndOverwriteRules) {
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_EQ(read_dataset_meta(out.string())["options"]["seed"], 9);
   const fs::path out2 = dir.path / "out2";
-  r = fbt_cli("prepare --input " + (dir.path / "in").string() + " --out " + out2.string() +
-                  " --tokenizer-model " + model_copy.string(),
+  r = fbt_cli("prepare --input " + (dir.path / "in").string() + " --out " + out2.string() + " --tokenizer-model " +
+                  model_copy.string(),
               log);
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_EQ(slurp(out2 / "tokenizer.model"), slurp(model_copy));
-  r = fbt_cli("prepare --input " + (dir.path / "in").string() + " --out " + out.string() +
-                  " --tokenizer byte --force",
+  r = fbt_cli("prepare --input " + (dir.path / "in").string() + " --out " + out.string() + " --tokenizer byte --force",
               log);
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_FALSE(fs::exists(out / "tokenizer.model"));
@@ -341,20 +344,17 @@ TEST(PrepareCli, BadInputsFailWithoutWritingAnything) {
   EXPECT_FALSE(fs::exists(out));
 
   write(dir.path / "tiny.txt", "x");
-  r = fbt_cli("prepare --input " + (dir.path / "tiny.txt").string() + " --out " + out.string() +
-                  " --tokenizer byte",
+  r = fbt_cli("prepare --input " + (dir.path / "tiny.txt").string() + " --out " + out.string() + " --tokenizer byte",
               log);
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.output.find("too small"), std::string::npos) << r.output;
 
-  r = fbt_cli("prepare --input " + (dir.path / "tiny.txt").string() + " --out " + out.string() +
-                  " --no-such-flag",
+  r = fbt_cli("prepare --input " + (dir.path / "tiny.txt").string() + " --out " + out.string() + " --no-such-flag",
               log);
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.output.find("no-such-flag"), std::string::npos) << r.output;
 
-  r = fbt_cli("prepare --input " + (dir.path / "tiny.txt").string() + " --out " + out.string() +
-                  " --val-fraction 1.5",
+  r = fbt_cli("prepare --input " + (dir.path / "tiny.txt").string() + " --out " + out.string() + " --val-fraction 1.5",
               log);
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.output.find("--val-fraction"), std::string::npos) << r.output;
@@ -362,8 +362,7 @@ TEST(PrepareCli, BadInputsFailWithoutWritingAnything) {
   // A foreign file named like ours in --out is not overwritten.
   write(out / "train.bin", "precious");
   write(dir.path / "ok.txt", "hello\nworld\n");
-  r = fbt_cli("prepare --input " + (dir.path / "ok.txt").string() + " --out " + out.string() +
-                  " --tokenizer byte",
+  r = fbt_cli("prepare --input " + (dir.path / "ok.txt").string() + " --out " + out.string() + " --tokenizer byte",
               log);
   EXPECT_EQ(r.rc, 1);
   EXPECT_EQ(slurp(out / "train.bin"), "precious");

@@ -49,9 +49,12 @@ std::set<std::string> scored_texts(const SftData& d) {
 TEST(SftData, Gsm8kMaskScoresTheAnswersOnly) {
   testing::TempDir tmp;
   const auto data = prepare(tmp.path, "gsm8k",
-                            R"({"question": "Q1?", "answer": "2 * 3 = <<2*3=6>>6\n#### 6"})" "\n"
-                            R"({"question": "Q2?", "answer": "#### 7"})" "\n"
-                            R"({"question": "Q3?", "answer": "1 + 1 = <<1+1=2>>2.\n#### 2"})" "\n");
+                            R"({"question": "Q1?", "answer": "2 * 3 = <<2*3=6>>6\n#### 6"})"
+                            "\n"
+                            R"({"question": "Q2?", "answer": "#### 7"})"
+                            "\n"
+                            R"({"question": "Q3?", "answer": "1 + 1 = <<1+1=2>>2.\n#### 2"})"
+                            "\n");
   const auto meta = read_dataset_meta(data);
   ASSERT_TRUE(is_conversation_dataset(meta));
   EXPECT_EQ(meta["conversations"]["chat_template"], "fbt");
@@ -69,10 +72,13 @@ TEST(SftData, Gsm8kMaskScoresTheAnswersOnly) {
 // Rows start at a conversation's first token, are cut to seq + 1 tokens and right-padded.
 TEST(SftData, RowsArePaddedAndCut) {
   testing::TempDir tmp;
-  const auto data = prepare(tmp.path, "alpaca",
-                            R"({"instruction": "Add.", "input": "1 2", "output": "3"})" "\n"
-                            R"({"instruction": "Long.", "instances": [{"input": "", "output": "abcdefghijklmnopqrstuvwxyz"}, )"
-                            R"({"input": "x", "output": "y"}]})" "\n");
+  const auto data =
+      prepare(tmp.path, "alpaca",
+              R"({"instruction": "Add.", "input": "1 2", "output": "3"})"
+              "\n"
+              R"({"instruction": "Long.", "instances": [{"input": "", "output": "abcdefghijklmnopqrstuvwxyz"}, )"
+              R"({"input": "x", "output": "y"}]})"
+              "\n");
   const auto d = SftData::open(data, "train");
   ASSERT_EQ(d.size(), 2);
   std::vector<int64_t> all{0, 1};
@@ -108,7 +114,8 @@ TEST(SftData, LoaderEpochsAndState) {
   for (int i = 0; i < 14; ++i) lengths.push_back(loader.next_batch().tokens);
   EXPECT_EQ(std::set<int64_t>(lengths.begin(), lengths.begin() + 7).size(), 7u);
   EXPECT_EQ(std::set<int64_t>(lengths.begin() + 7, lengths.end()).size(), 7u);
-  EXPECT_NE(std::vector<int64_t>(lengths.begin(), lengths.begin() + 7), std::vector<int64_t>(lengths.begin() + 7, lengths.end()));
+  EXPECT_NE(std::vector<int64_t>(lengths.begin(), lengths.begin() + 7),
+            std::vector<int64_t>(lengths.begin() + 7, lengths.end()));
   SftLoader a(d, 2, 64, ByteTokenizer::kPad, 9);
   for (int i = 0; i < 5; ++i) a.next_batch();
   SftLoader b(d, 2, 64, ByteTokenizer::kPad, 9);
@@ -121,21 +128,40 @@ TEST(SftData, LoaderEpochsAndState) {
 
 TEST(SftData, NamedErrors) {
   testing::TempDir tmp;
-  expect_error([&] { prepare(tmp.path, "messages", R"({"messages": [{"role": "user", "content": "x"}]})" "\n"
-                                                    R"({"messages": [{"role": "user", "content": "y"}]})" "\n"); },
-               {"in.jsonl:1: the conversation has no assistant message"});
-  expect_error([&] { prepare(tmp.path, "gsm8k", R"({"question": "x"})" "\n"); }, {"in.jsonl:1: record has no string field \"answer\""});
-  expect_error([&] { prepare(tmp.path, "messages", "{\"messages\": 3}\n"); }, {"in.jsonl:1: \"messages\" must be a non-empty array"});
+  expect_error(
+      [&] {
+        prepare(tmp.path, "messages",
+                R"({"messages": [{"role": "user", "content": "x"}]})"
+                "\n"
+                R"({"messages": [{"role": "user", "content": "y"}]})"
+                "\n");
+      },
+      {"in.jsonl:1: the conversation has no assistant message"});
+  expect_error(
+      [&] {
+        prepare(tmp.path, "gsm8k",
+                R"({"question": "x"})"
+                "\n");
+      },
+      {"in.jsonl:1: record has no string field \"answer\""});
+  expect_error([&] { prepare(tmp.path, "messages", "{\"messages\": 3}\n"); },
+               {"in.jsonl:1: \"messages\" must be a non-empty array"});
   expect_error([&] { prepare(tmp.path, "alpaca", "not json\n"); }, {"in.jsonl:1: invalid JSON"});
-  expect_error([&] { prepare(tmp.path, "gsm8k", R"({"question": "x", "answer": "y"})" "\n"); },
-               {"1 conversation(s); train and val need at least 2"});
+  expect_error(
+      [&] {
+        prepare(tmp.path, "gsm8k",
+                R"({"question": "x", "answer": "y"})"
+                "\n");
+      },
+      {"1 conversation(s); train and val need at least 2"});
   std::ofstream(tmp.path / "in.jsonl") << R"({"question": "x", "answer": "y"})";
   PrepareOptions p;
   p.inputs = {(tmp.path / "in.jsonl").string()};
   p.out_dir = (tmp.path / "bpe").string();
   p.conversations = "gsm8k";
   std::ostringstream log;
-  expect_error([&] { prepare_dataset(p, log); }, {"--conversations renders chats with the model's tokenizer: give --tokenizer-model"});
+  expect_error([&] { prepare_dataset(p, log); },
+               {"--conversations renders chats with the model's tokenizer: give --tokenizer-model"});
   EXPECT_FALSE(fs::exists(tmp.path / "bpe"));
 }
 

@@ -57,11 +57,11 @@ TEST(DataShard, HeaderLayoutAndReadBack) {
   const std::string bytes = read_bytes(path);
   ASSERT_EQ(bytes.size(), 32u + 5 * 2);
   EXPECT_EQ(std::memcmp(bytes.data(), "FBTTOKS\0", 8), 0);
-  EXPECT_EQ(field<uint32_t>(bytes, 8), 1u);    // version
-  EXPECT_EQ(field<uint32_t>(bytes, 12), 300u); // vocab
-  EXPECT_EQ(field<uint32_t>(bytes, 16), 1u);   // uint16
-  EXPECT_EQ(field<uint32_t>(bytes, 20), 0u);   // reserved
-  EXPECT_EQ(field<uint64_t>(bytes, 24), 5u);   // count
+  EXPECT_EQ(field<uint32_t>(bytes, 8), 1u);     // version
+  EXPECT_EQ(field<uint32_t>(bytes, 12), 300u);  // vocab
+  EXPECT_EQ(field<uint32_t>(bytes, 16), 1u);    // uint16
+  EXPECT_EQ(field<uint32_t>(bytes, 20), 0u);    // reserved
+  EXPECT_EQ(field<uint64_t>(bytes, 24), 5u);    // count
   EXPECT_EQ(field<uint16_t>(bytes, 32 + 2 * 2), 299);
 
   TokenShard s = TokenShard::open(path, 300);
@@ -282,7 +282,8 @@ TEST(DataMeta, MissingOrForeignMetaIsRefused) {
 // a damaged one is an error naming the file and the field, never a raw JSON-library exception.
 TEST(DataMeta, DamagedTokenizerBlockNamesTheField) {
   TempDir dir;
-  const nlohmann::json good{{"format", "fbt-dataset"}, {"format_version", 1},
+  const nlohmann::json good{{"format", "fbt-dataset"},
+                            {"format_version", 1},
                             {"tokenizer", {{"type", "byte"}, {"vocab_size", 259}, {"eos_id", 258}}}};
   std::ofstream(dir.path / "meta.json") << good.dump();
   EXPECT_EQ(read_dataset_meta(dir.path.string()).at("tokenizer").at("vocab_size"), 259);

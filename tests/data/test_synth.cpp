@@ -151,17 +151,31 @@ TEST(Synth, BadFlagsAreNamed) {
   SynthOptions o;
   o.task = "memory";
   o.distractors = {-1};
-  EXPECT_THROW({
-    try { generate_synth(o); } catch (const Error& e) { EXPECT_NE(std::string(e.what()).find("--distractors"), std::string::npos); throw; }
-  }, Error);
+  EXPECT_THROW(
+      {
+        try {
+          generate_synth(o);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("--distractors"), std::string::npos);
+          throw;
+        }
+      },
+      Error);
   o.distractors = {0};
   o.task = "parity";
   EXPECT_THROW(generate_synth(o), Error);
   o.task = "registers";
   o.registers = 0;
-  EXPECT_THROW({
-    try { generate_synth(o); } catch (const Error& e) { EXPECT_NE(std::string(e.what()).find("--registers"), std::string::npos); throw; }
-  }, Error);
+  EXPECT_THROW(
+      {
+        try {
+          generate_synth(o);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("--registers"), std::string::npos);
+          throw;
+        }
+      },
+      Error);
 }
 
 TEST(Synth, JsonlRoundTripAndErrorsNameTheRecord) {
@@ -178,7 +192,8 @@ TEST(Synth, JsonlRoundTripAndErrorsNameTheRecord) {
   ASSERT_EQ(back.size(), ex.size());
   EXPECT_EQ(to_json(back[2]), to_json(ex[2]));
 
-  testing::write_file(dir / "bad.jsonl", text + R"({"task":"memory","text":"x:","group":"k","distractors":0})" "\n");
+  testing::write_file(dir / "bad.jsonl", text + R"({"task":"memory","text":"x:","group":"k","distractors":0})"
+                                                "\n");
   try {
     read_synth_jsonl((dir / "bad.jsonl").string());
     ADD_FAILURE() << "no error";

@@ -146,9 +146,10 @@ TEST(SynthArithmetic, BadOptionsNameTheFlag) {
   expect_error(with([](ArithmeticOptions& o) { o.min_ops = 0; }), {"--min-ops"});
   expect_error(with([](ArithmeticOptions& o) { o.max_ops = 13; }), {"--max-ops"});
   expect_error(with([](ArithmeticOptions& o) {
-    o.min_ops = 4;
-    o.max_ops = 3;
-  }), {"--max-ops", "--min-ops 4"});
+                 o.min_ops = 4;
+                 o.max_ops = 3;
+               }),
+               {"--max-ops", "--min-ops 4"});
   expect_error(with([](ArithmeticOptions& o) { o.skip_fraction = -0.1; }), {"--skip-fraction"});
   expect_error(with([](ArithmeticOptions& o) { o.skip_fraction = std::nan(""); }), {"--skip-fraction"});
 }

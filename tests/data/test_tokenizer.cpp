@@ -25,8 +25,10 @@ using testing::slurp;
 using testing::TempDir;
 
 void write_meta(const fs::path& dir, const nlohmann::json& tokenizer_block) {
-  std::ofstream(dir / "meta.json") << nlohmann::json{{"format", "fbt-dataset"}, {"format_version", 1},
-                                                     {"tokenizer", tokenizer_block}}.dump();
+  std::ofstream(dir / "meta.json") << nlohmann::json{
+      {"format", "fbt-dataset"},
+      {"format_version", 1},
+      {"tokenizer", tokenizer_block}}.dump();
 }
 
 /// Runs a shell command, failing the test if it exits non-zero.
@@ -147,8 +149,9 @@ TEST_F(TokenizerBpe, TrainingAndUnseenTextRoundTripExactly) {
 }
 
 TEST_F(TokenizerBpe, WhitespaceControlAndUnicodeRoundTripExactly) {
-  const std::string text = "  two  spaces\n\n\ttab\r\n end  \x01\x7f \xC3\xBCn\xC3\xAF \xE2\x82\xAC"
-                           "\xF0\x9F\x98\x80 <s> </s> <pad>";
+  const std::string text =
+      "  two  spaces\n\n\ttab\r\n end  \x01\x7f \xC3\xBCn\xC3\xAF \xE2\x82\xAC"
+      "\xF0\x9F\x98\x80 <s> </s> <pad>";
   const std::string with_nul = text + std::string(1, '\0') + "x";
   EXPECT_EQ(tok_->decode(tok_->encode(text)), text);
   EXPECT_EQ(tok_->decode(tok_->encode(with_nul)), with_nul);
@@ -180,12 +183,16 @@ TEST(TokenizerBpeCompat, DefaultWhitespaceOptionsAndNoByteFallbackMatchSentencep
   TempDir dir;
   const std::string corpus = slurp(FBT_SHARED_DATA "/tinyshakespeare/input.txt").substr(0, 50'000);
   std::ofstream(dir.path / "corpus.txt") << corpus;
-  sh("spm_train --input=" + (dir.path / "corpus.txt").string() + " --model_prefix=" +
-     (dir.path / "d").string() + " --model_type=bpe --vocab_size=300 --normalization_rule_name=identity" +
+  sh("spm_train --input=" + (dir.path / "corpus.txt").string() + " --model_prefix=" + (dir.path / "d").string() +
+     " --model_type=bpe --vocab_size=300 --normalization_rule_name=identity" +
      " --pad_id=3 --minloglevel=2 > /dev/null 2>&1");
   auto tok = BpeTokenizer::from_file((dir.path / "d.model").string());
-  std::vector<std::string> lines = {"  leading and   inner   spaces  ", "First Citizen:", "x", "   ",
-                                    "\xE6\x97\xA5\xE6\x9C\xAC unknown run \xE6\x97\xA5 again", "tab\there"};
+  std::vector<std::string> lines = {"  leading and   inner   spaces  ",
+                                    "First Citizen:",
+                                    "x",
+                                    "   ",
+                                    "\xE6\x97\xA5\xE6\x9C\xAC unknown run \xE6\x97\xA5 again",
+                                    "tab\there"};
   std::istringstream text(corpus.substr(20'000, 3'000));
   for (std::string line; std::getline(text, line);) lines.push_back(line);
   expect_matches_spm(*tok, lines, dir.path);
@@ -298,8 +305,9 @@ TEST(TokenizerBpeCompat, TextChangingSettingsAreNamed) {
      " --model_type=bpe --vocab_size=60 --normalization_rule_name=identity --pad_id=3 --minloglevel=2"
      " > /dev/null 2>&1");
   const auto external = BpeTokenizer::from_file((dir.path / "d.model").string());
-  EXPECT_EQ(external->text_changing_settings(),
-            (std::vector<std::string>{"add_dummy_prefix=true", "remove_extra_whitespaces=true", "byte_fallback=false"}));
+  EXPECT_EQ(
+      external->text_changing_settings(),
+      (std::vector<std::string>{"add_dummy_prefix=true", "remove_extra_whitespaces=true", "byte_fallback=false"}));
   EXPECT_NE(external->decode(external->encode("  two  spaces")), "  two  spaces");
   BpeTrainOptions o;
   o.vocab_size = 300;

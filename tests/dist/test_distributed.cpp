@@ -106,10 +106,17 @@ class Distributed : public ::testing::Test {
   /// `debug` preset, global batch 2 x 8 x 64 tokens; no jitter or mixin (their draws are
   /// per rank); the default pass schedule, so steps 16-20 run K = 2 or 3.
   std::vector<std::string> args(const std::string& run, int64_t steps) const {
-    return {"--config", "debug", "--data", data, "--out", (tmp.path / run).string(), "--steps", std::to_string(steps),
-            "--dist-timeout", "15", "--set", "train.batch_tokens=1024", "--set", "train.warmup_steps=4",
-            "--set", "train.jitter=0", "--set", "train.mixin_prob=0", "--set", "train.eval_every=0",
-            "--set", "train.eval_tokens=1024"};
+    return {"--config",       "debug",
+            "--data",         data,
+            "--out",          (tmp.path / run).string(),
+            "--steps",        std::to_string(steps),
+            "--dist-timeout", "15",
+            "--set",          "train.batch_tokens=1024",
+            "--set",          "train.warmup_steps=4",
+            "--set",          "train.jitter=0",
+            "--set",          "train.mixin_prob=0",
+            "--set",          "train.eval_every=0",
+            "--set",          "train.eval_tokens=1024"};
   }
 
   /// Runs `world` processes of `fbt train args`; returns each rank's exit status.
@@ -119,8 +126,11 @@ class Distributed : public ::testing::Test {
     for (int r = 0; r < world; ++r) {
       std::map<std::string, std::string> env;
       if (world > 1)
-        env = {{"WORLD_SIZE", std::to_string(world)}, {"RANK", std::to_string(r)}, {"LOCAL_RANK", std::to_string(r)},
-               {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}};
+        env = {{"WORLD_SIZE", std::to_string(world)},
+               {"RANK", std::to_string(r)},
+               {"LOCAL_RANK", std::to_string(r)},
+               {"MASTER_ADDR", "127.0.0.1"},
+               {"MASTER_PORT", port}};
       pids.push_back(spawn_train(a, env, tmp.path / (name + "_rank" + std::to_string(r) + ".log")));
     }
     std::vector<int> codes;
@@ -181,7 +191,8 @@ TEST_F(Distributed, WithoutBatchTokensEachRankTakesOneMicroBatch) {
   ASSERT_EQ(two.size(), 6u);
   for (size_t i = 0; i < 6; ++i) {
     EXPECT_EQ(two[i].at("tokens"), 1024 * int64_t(i + 1)) << "step " << i + 1;
-    EXPECT_NEAR(two[i].at("loss").get<double>(), one[i].at("loss").get<double>(), 1e-5 * one[i].at("loss").get<double>());
+    EXPECT_NEAR(two[i].at("loss").get<double>(), one[i].at("loss").get<double>(),
+                1e-5 * one[i].at("loss").get<double>());
   }
   const std::string log = read_text(tmp.path / "two_rank0.log");
   EXPECT_NE(log.find("global batch: 16 sequences x 64 = 1024 tokens/step (2 micro-batches of 8 x 64, 1 per rank on 2 "
@@ -192,8 +203,8 @@ TEST_F(Distributed, WithoutBatchTokensEachRankTakesOneMicroBatch) {
   EXPECT_EQ(record.at("global_batch").at("tokens"), 1024);
 
   // A 1-process resume would halve the global batch: refused before any checkpoint is read.
-  const std::vector<std::string> resume{"--data", data, "--out", (tmp.path / "two").string(), "--resume", "--steps",
-                                        "8"};
+  const std::vector<std::string> resume{"--data",   data,      "--out", (tmp.path / "two").string(),
+                                        "--resume", "--steps", "8"};
   ASSERT_EQ(launch(1, resume, "resume1"), std::vector<int>({1}));
   EXPECT_NE(read_text(tmp.path / "resume1_rank0.log")
                 .find("global batch of 1024 tokens per step by 2 process(es), but WORLD_SIZE 1 gives 512"),
@@ -213,8 +224,11 @@ TEST_F(Distributed, KillingOneRankMakesTheOtherExitNonZero) {
   std::vector<pid_t> pids;
   for (int r = 0; r < 2; ++r)
     pids.push_back(spawn_train(args("run", 100000),
-                               {{"WORLD_SIZE", "2"}, {"RANK", std::to_string(r)}, {"LOCAL_RANK", std::to_string(r)},
-                                {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}},
+                               {{"WORLD_SIZE", "2"},
+                                {"RANK", std::to_string(r)},
+                                {"LOCAL_RANK", std::to_string(r)},
+                                {"MASTER_ADDR", "127.0.0.1"},
+                                {"MASTER_PORT", port}},
                                tmp.path / ("rank" + std::to_string(r) + ".log")));
   const auto deadline = Clock::now() + std::chrono::seconds(60);
   while (step_lines(tmp.path / "run").size() < 3 && Clock::now() < deadline)

@@ -97,8 +97,8 @@ TEST(AnswerExtraction, MathEquivalentForms) {
   EXPECT_TRUE(math_answers_equal("\\sqrt[3]8", "\\sqrt[3]{8}"));
   EXPECT_TRUE(math_answers_equal("50\\%", "50"));
   EXPECT_TRUE(math_answers_equal("\\displaystyle \\frac{\\pi}{6}.", "\\frac{\\pi}{6}"));
-  EXPECT_TRUE(math_answers_equal("\\begin{pmatrix} -1/3 \\\\ 2/3 \\end{pmatrix}",
-                                 "\\begin{pmatrix}-1/3\\\\2/3\\end{pmatrix}"));
+  EXPECT_TRUE(
+      math_answers_equal("\\begin{pmatrix} -1/3 \\\\ 2/3 \\end{pmatrix}", "\\begin{pmatrix}-1/3\\\\2/3\\end{pmatrix}"));
 }
 
 TEST(AnswerExtraction, MathDifferentAnswers) {

@@ -21,9 +21,9 @@ namespace {
 namespace fs = std::filesystem;
 
 /// Loads a built-in task from shared/data, or skips the test when its files are missing.
-#define LOAD_OR_SKIP(data, name)                                                                   \
-  const GenTaskSpec& task = *find_gen_task(name);                                                  \
-  if (!fs::exists(fs::path(FBT_SHARED_DATA) / task.path)) GTEST_SKIP() << "no " << task.path;     \
+#define LOAD_OR_SKIP(data, name)                                                              \
+  const GenTaskSpec& task = *find_gen_task(name);                                             \
+  if (!fs::exists(fs::path(FBT_SHARED_DATA) / task.path)) GTEST_SKIP() << "no " << task.path; \
   const GenTaskData data = load_gen_task(task, FBT_SHARED_DATA)
 
 /// The first JSON line of a shared/data file.
@@ -365,7 +365,8 @@ TEST(EvalGen, CliRunsMathAndCodeTasksInAllModes) {
   const auto r = testing::run_cli(
       tmp.path, "eval gsm8k humaneval --checkpoint " + run.string() + " --data-dir " + FBT_SHARED_DATA +
                     " --modes all --limit 2 --max-new-tokens 16 --samples-per-problem 3 --temperatures 0.5"
-                    " --pass-k 1,3 --sandbox-timeout 5 --allow-code-execution --out " + out.string());
+                    " --pass-k 1,3 --sandbox-timeout 5 --allow-code-execution --out " +
+                    out.string());
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("| task | mode | metric | temperature | value | stderr | n |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| gsm8k | soft | pass@1 | 0 |"), std::string::npos) << r.out;
@@ -424,9 +425,11 @@ TEST(EvalGen, CliChatPromptsZeroShotWithMcNemarPerModePair) {
   testing::TempDir tmp;
   const fs::path run = tmp.path / "run", out = tmp.path / "chat.json";
   testing::make_run_dir(run, ByteTokenizer::kVocab, /*context=*/1024);
-  const auto r = testing::run_cli(tmp.path, "eval gsm8k --checkpoint " + run.string() + " --data-dir " +
-                                                FBT_SHARED_DATA + " --prompt-format chat --shots 0 --mode all "
-                                                "--limit 4 --max-new-tokens 12 --out " + out.string());
+  const auto r =
+      testing::run_cli(tmp.path, "eval gsm8k --checkpoint " + run.string() + " --data-dir " + FBT_SHARED_DATA +
+                                     " --prompt-format chat --shots 0 --mode all "
+                                     "--limit 4 --max-new-tokens 12 --out " +
+                                     out.string());
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("chat prompts (fbt template)"), std::string::npos) << r.out;
   EXPECT_EQ(r.err.find("lost their beginning"), std::string::npos) << r.err;
@@ -443,7 +446,8 @@ TEST(EvalGen, CliChatPromptsZeroShotWithMcNemarPerModePair) {
     std::string line;
     std::getline(test, line);
     const std::string question = nlohmann::json::parse(line).at("question");
-    const auto expected = static_cast<int64_t>(1 + ("User: " + question + "\n\n").size() + std::string("Assistant: ").size());
+    const auto expected =
+        static_cast<int64_t>(1 + ("User: " + question + "\n\n").size() + std::string("Assistant: ").size());
     for (int64_t m = 0; m < 3; ++m) {
       const auto& s = samples[m * 4 + i];
       EXPECT_EQ(s.at("problem"), i);
@@ -531,8 +535,8 @@ TEST(EvalGen, HumanEvalNeedsAllowCodeExecution) {
 // checkpoint (which does not exist here); math tasks need no such flag.
 TEST(EvalGen, CliRefusesCodeTasksWithoutAllowCodeExecution) {
   testing::TempDir tmp;
-  const std::string where = " --checkpoint " + (tmp.path / "no-such-run").string() + " --data-dir " +
-                            (tmp.path / "no-such-data").string();
+  const std::string where =
+      " --checkpoint " + (tmp.path / "no-such-run").string() + " --data-dir " + (tmp.path / "no-such-data").string();
   for (const std::string tasks : {"humaneval", "gsm8k mbpp"}) {
     const auto r = testing::run_cli(tmp.path, "eval " + tasks + where);
     EXPECT_EQ(r.rc, 1) << tasks;
@@ -554,22 +558,25 @@ TEST(EvalGen, CliCodeTasksLeaveNoProcessBehind) {
   REQUIRE_SANDBOX();
   testing::TempDir tmp;
   const std::string marker = "fbt-escape-" + std::to_string(::getpid()) + "-cli";
-  const nlohmann::json record{
-      {"task_id", "Escape/0"},
-      {"prompt", "# -*- coding: latin-1 -*-\nimport os\nif os.fork() == 0:\n    os.setsid()\n"
-                 "    os.execv('/bin/sh', ['" + marker + "', '-c', 'sleep 30'])\n"
-                 "def f():\n    return 1\nx = \"\"\""},
-      {"canonical_solution", ""},
-      {"test", "\"\"\"\ndef check(candidate):\n    assert candidate() == 1\n"},
-      {"entry_point", "f"}};
+  const nlohmann::json record{{"task_id", "Escape/0"},
+                              {"prompt",
+                               "# -*- coding: latin-1 -*-\nimport os\nif os.fork() == 0:\n    os.setsid()\n"
+                               "    os.execv('/bin/sh', ['" +
+                                   marker +
+                                   "', '-c', 'sleep 30'])\n"
+                                   "def f():\n    return 1\nx = \"\"\""},
+                              {"canonical_solution", ""},
+                              {"test", "\"\"\"\ndef check(candidate):\n    assert candidate() == 1\n"},
+                              {"entry_point", "f"}};
   const fs::path data = tmp.path / "data", run = tmp.path / "run";
   testing::write_file(data / "humaneval" / "HumanEval.jsonl", record.dump() + "\n");
   ASSERT_EQ(std::system(("gzip " + (data / "humaneval" / "HumanEval.jsonl").string()).c_str()), 0);
   testing::make_run_dir(run, ByteTokenizer::kVocab);
-  const auto r = testing::run_cli(
-      tmp.path, "eval humaneval --checkpoint " + run.string() + " --data-dir " + data.string() +
-                    " --max-new-tokens 4 --samples-per-problem 3 --temperatures 0.5 --pass-k 1"
-                    " --allow-code-execution --samples " + (tmp.path / "samples.jsonl").string());
+  const auto r =
+      testing::run_cli(tmp.path, "eval humaneval --checkpoint " + run.string() + " --data-dir " + data.string() +
+                                     " --max-new-tokens 4 --samples-per-problem 3 --temperatures 0.5 --pass-k 1"
+                                     " --allow-code-execution --samples " +
+                                     (tmp.path / "samples.jsonl").string());
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(testing::processes_with_marker(marker), 0);
   int passed = 0;  // programs that ran to the end, having started the escapee

@@ -62,9 +62,9 @@ TEST_F(EvalLoss, PassZeroMatchesHandComputedCrossEntropy) {
   double nats = 0;
   for (int64_t w = 0; w < 5; ++w) {
     const auto begin = stream.begin() + w * kContext;
-    auto inputs = torch::tensor(std::vector<int64_t>(begin, begin + kContext)).unsqueeze(0);        // [1,T]
+    auto inputs = torch::tensor(std::vector<int64_t>(begin, begin + kContext)).unsqueeze(0);           // [1,T]
     auto targets = torch::tensor(std::vector<int64_t>(begin + 1, begin + kContext + 1)).unsqueeze(0);  // [1,T]
-    auto logp = torch::log_softmax(model->forward(inputs).to(torch::kDouble), -1);                  // [1,T,V]
+    auto logp = torch::log_softmax(model->forward(inputs).to(torch::kDouble), -1);                     // [1,T,V]
     nats -= logp.gather(-1, targets.unsqueeze(-1)).sum().item<double>();
   }
   EXPECT_NEAR(results[0].nats_per_token, nats / (5 * kContext), 1e-5);
@@ -110,7 +110,8 @@ TEST_F(EvalLoss, DecodeRowsMatchStandardAndSequentialInFp32) {
   EXPECT_GT(std::abs(fp32[3].nats_per_token - fp32[2].nats_per_token), 1e-3);  // soft is not standard here
 
   o.rows = {sequential_row(model)};
-  for (auto& row : decode_rows(model, std::make_shared<CpuDecoder>(model, CpuDecoderOptions{false, DecodeWeights::Int8})))
+  for (auto& row :
+       decode_rows(model, std::make_shared<CpuDecoder>(model, CpuDecoderOptions{false, DecodeWeights::Int8})))
     o.rows.push_back(row);
   const auto int8 = evaluate_loss(model, TokenShard::open(shard_path), tokenizer, o);
   for (int m : {2, 3}) {

@@ -71,7 +71,7 @@ TEST(EvalMC, AccAndAccNormOnHandBuiltTask) {
                               // the few-shot pool: never scored (the stub has no entry for " p", " q")
                               make_doc("P1", {"p", "q"}, 0), make_doc("P2", {"p", "q"}, 1)};
   StubScorer stub;
-  stub.table = {{" a", {-2, false}}, {" bbbb", {-4, false}}, {" cc", {-1, false}}, {" d", {-3, false}},
+  stub.table = {{" a", {-2, false}},   {" bbbb", {-4, false}}, {" cc", {-1, false}}, {" d", {-3, false}},
                 {" eee", {-3, false}}, {" ff", {-2.5, false}}, {" g", {-2.8, false}}};
   McEvalOptions o;
   o.shots = 1;
@@ -96,7 +96,8 @@ TEST(EvalMC, AccNormCountsCharactersAndAccBytesCountsBytes) {
   stub.table = {{" caf\xC3\xA9", {-5.0, false}}, {" cafe", {-4.4, false}}};
   McEvalOptions o;
   o.shots = 0;
-  const auto r = evaluate_task(make_task({Metric::Acc, Metric::AccNorm, Metric::AccBytes}, 0), docs, ByteTokenizer(), stub, o);
+  const auto r =
+      evaluate_task(make_task({Metric::Acc, Metric::AccNorm, Metric::AccBytes}, 0), docs, ByteTokenizer(), stub, o);
   ASSERT_EQ(r.size(), 3u);
   EXPECT_EQ(r[0].metric, "acc");
   EXPECT_EQ(r[0].value, 0.0);
@@ -386,7 +387,8 @@ TEST_F(EvalMCModel, FusedScorerMatchesPassesAndSequentialRecurrence) {
   EXPECT_THROW(ModelScorer(model, Decoding{DecodeMode::Fused, 0}, 1), Error);
   EXPECT_THROW(ModelScorer(model, Decoding{DecodeMode::Soft, 0}, 1), Error);  // soft has no teacher-forced scoring
   EXPECT_THROW(ModelScorer(model, Decoding{}, 0), Error);
-  EXPECT_THROW(ModelScorer(model, Decoding{}, 1).score({ScoreRequest{{1}, std::vector<int64_t>(kContext + 1, 2)}}), Error);
+  EXPECT_THROW(ModelScorer(model, Decoding{}, 1).score({ScoreRequest{{1}, std::vector<int64_t>(kContext + 1, 2)}}),
+               Error);
   EXPECT_THROW(ModelScorer(model, Decoding{}, 1).score({ScoreRequest{{}, {2}}}), Error);
 }
 
@@ -400,13 +402,13 @@ struct EvalMCCli : ::testing::Test {
     nlohmann::json records = nlohmann::json::array();
     for (int i = 0; i < 104; ++i) {
       const auto n = [&](int d) { return std::to_string(i + d); };
-      records.push_back({{"instruction", "Please choose the correct answer to the question: What is " + n(0) +
-                                             " plus one?\n\nAnswer1: " + n(1) + " Answer2: " + n(2) + " Answer3: " +
-                                             n(0) + " Answer4: " + n(3) +
-                                             "\n\nAnswer format: answer1/answer2/answer3/answer4"},
-                         {"input", ""},
-                         {"output", "the correct answer is answer1"},
-                         {"answer", "answer1"}});
+      records.push_back(
+          {{"instruction", "Please choose the correct answer to the question: What is " + n(0) +
+                               " plus one?\n\nAnswer1: " + n(1) + " Answer2: " + n(2) + " Answer3: " + n(0) +
+                               " Answer4: " + n(3) + "\n\nAnswer format: answer1/answer2/answer3/answer4"},
+           {"input", ""},
+           {"output", "the correct answer is answer1"},
+           {"answer", "answer1"}});
     }
     testing::write_file(data / "arc" / "ARC-Easy-test.json", records.dump());
   }
@@ -450,8 +452,8 @@ TEST_F(EvalMCCli, PrintsTableAndWritesJsonMatchingInProcessScores) {
 }
 
 TEST_F(EvalMCCli, DataDirFromEnvironmentHelpAndErrors) {
-  auto r = fbt_cli("eval arc_easy --checkpoint " + run.string() + " --shots 0 --limit 2",
-                   "FBT_DATA_DIR=" + data.string());
+  auto r =
+      fbt_cli("eval arc_easy --checkpoint " + run.string() + " --shots 0 --limit 2", "FBT_DATA_DIR=" + data.string());
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("| arc_easy | standard | acc | "), std::string::npos) << r.out;
 

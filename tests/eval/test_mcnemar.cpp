@@ -12,9 +12,9 @@ TEST(McNemar, HandValues) {
   EXPECT_NEAR(mcnemar_exact_p(1, 6), 0.125, 1e-14);   // 2 · (1 + 7) / 128
   EXPECT_NEAR(mcnemar_exact_p(0, 5), 0.0625, 1e-14);  // 2 · 1 / 32
   EXPECT_NEAR(mcnemar_exact_p(12, 0), 2.0 / 4096, 1e-16);
-  EXPECT_EQ(mcnemar_exact_p(10, 10), 1.0);  // 2 · (> 1/2) is capped at 1
+  EXPECT_EQ(mcnemar_exact_p(10, 10), 1.0);         // 2 · (> 1/2) is capped at 1
   EXPECT_NEAR(mcnemar_exact_p(3, 4), 1.0, 1e-14);  // 2 · (1 + 7 + 21 + 35) / 128
-  EXPECT_EQ(mcnemar_exact_p(0, 0), 1.0);    // no discordant item
+  EXPECT_EQ(mcnemar_exact_p(0, 0), 1.0);           // no discordant item
 }
 
 TEST(McNemar, MatchesPythonExactIntegers) {
@@ -30,8 +30,8 @@ TEST(McNemar, CountsDiscordantPairs) {
   const std::vector<bool> b{1, 0, 1, 0, 0, 0, 1, 0};
   const auto r = mcnemar_test(a, b);
   EXPECT_EQ(r.n, 8);
-  EXPECT_EQ(r.b, 3);  // items 1, 4, 7
-  EXPECT_EQ(r.c, 1);  // item 2
+  EXPECT_EQ(r.b, 3);               // items 1, 4, 7
+  EXPECT_EQ(r.c, 1);               // item 2
   EXPECT_NEAR(r.p, 0.625, 1e-14);  // 2 · (C(4,0) + C(4,1)) / 16
   const auto swapped = mcnemar_test(b, a);
   EXPECT_EQ(swapped.b, 1);

@@ -27,18 +27,19 @@ TEST(PassAtK, MatchesExactBinomialsForSmallN) {
     for (int64_t c = 0; c <= n; ++c)
       for (int64_t k : {int64_t{1}, int64_t{2}, int64_t{3}, n / 2, n}) {
         if (k < 1 || k > n) continue;
-        const double expected =
-            1.0 - static_cast<double>(binomial(n - c, k)) / static_cast<double>(binomial(n, k));
+        const double expected = 1.0 - static_cast<double>(binomial(n - c, k)) / static_cast<double>(binomial(n, k));
         EXPECT_NEAR(pass_at_k(n, c, k), expected, 1e-12) << "n=" << n << " c=" << c << " k=" << k;
       }
 }
 
 TEST(PassAtK, MatchesLgammaClosedFormForLargeN) {
-  struct Case { int64_t n, c, k; };
-  for (const Case& t : {Case{200, 1, 1}, Case{200, 13, 10}, Case{200, 50, 100}, Case{1000, 3, 100},
-                        Case{1000, 999, 1}, Case{500, 20, 400}}) {
-    const double expected = t.n - t.c < t.k ? 1.0
-                                            : 1.0 - std::exp(log_binomial(t.n - t.c, t.k) - log_binomial(t.n, t.k));
+  struct Case {
+    int64_t n, c, k;
+  };
+  for (const Case& t : {Case{200, 1, 1}, Case{200, 13, 10}, Case{200, 50, 100}, Case{1000, 3, 100}, Case{1000, 999, 1},
+                        Case{500, 20, 400}}) {
+    const double expected =
+        t.n - t.c < t.k ? 1.0 : 1.0 - std::exp(log_binomial(t.n - t.c, t.k) - log_binomial(t.n, t.k));
     EXPECT_NEAR(pass_at_k(t.n, t.c, t.k), expected, 1e-9) << "n=" << t.n << " c=" << t.c << " k=" << t.k;
   }
 }
@@ -46,10 +47,10 @@ TEST(PassAtK, MatchesLgammaClosedFormForLargeN) {
 TEST(PassAtK, HandValuesAndEdgeCases) {
   EXPECT_DOUBLE_EQ(pass_at_k(2, 1, 1), 0.5);
   EXPECT_NEAR(pass_at_k(10, 3, 3), 1.0 - 35.0 / 120.0, 1e-15);  // C(7,3) = 35, C(10,3) = 120
-  EXPECT_NEAR(pass_at_k(10, 4, 1), 0.4, 1e-15);                  // pass@1 = c / n
-  EXPECT_EQ(pass_at_k(10, 0, 3), 0.0);                             // no correct sample
-  EXPECT_EQ(pass_at_k(10, 10, 3), 1.0);                            // all correct
-  EXPECT_EQ(pass_at_k(10, 8, 3), 1.0);                             // n - c = 2 < k: any 3 include one
+  EXPECT_NEAR(pass_at_k(10, 4, 1), 0.4, 1e-15);                 // pass@1 = c / n
+  EXPECT_EQ(pass_at_k(10, 0, 3), 0.0);                          // no correct sample
+  EXPECT_EQ(pass_at_k(10, 10, 3), 1.0);                         // all correct
+  EXPECT_EQ(pass_at_k(10, 8, 3), 1.0);                          // n - c = 2 < k: any 3 include one
   EXPECT_EQ(pass_at_k(1, 1, 1), 1.0);
   EXPECT_EQ(pass_at_k(1, 0, 1), 0.0);
 }

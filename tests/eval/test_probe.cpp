@@ -28,7 +28,7 @@ std::vector<std::string> cycle_groups(int64_t n, int64_t groups) {
 TEST(Probe, SeparableToySetIsLearnedPerfectly) {
   torch::manual_seed(0);
   const int64_t N = 120, D = 6, C = 3;
-  auto y = torch::arange(N, torch::kLong) % C;                                  // [N]
+  auto y = torch::arange(N, torch::kLong) % C;                                                  // [N]
   auto x = torch::randn({N, D}) + 6.0 * torch::one_hot(y, C).to(torch::kFloat).repeat({1, 2});  // [N,D]
   ProbeOptions o;
   const auto s = cross_validate_probe(x, y, C, cycle_groups(N, 8), o);
@@ -53,7 +53,8 @@ TEST(Probe, ShuffledLabelsScoreNearChance) {
 
 TEST(Probe, GroupedFoldsNeverSplitAGroup) {
   std::vector<std::string> groups;
-  for (int i = 0; i < 300; ++i) groups.push_back("g" + std::to_string((i * 7919) % 13 + (i % 3 == 0 ? 0 : 13 * (i % 2))));
+  for (int i = 0; i < 300; ++i)
+    groups.push_back("g" + std::to_string((i * 7919) % 13 + (i % 3 == 0 ? 0 : 13 * (i % 2))));
   const auto fold = grouped_folds(groups, 4, 5);
   ASSERT_EQ(fold.size(), groups.size());
   std::map<std::string, int64_t> fold_of;

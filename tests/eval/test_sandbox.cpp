@@ -133,8 +133,8 @@ TEST(Sandbox, ForkBombReturnsInTimeAndLeavesNoProcess) {
   limits.uid = 65533;  // not "nobody": the bomb's processes would eat the RLIMIT_NPROC budget of
                        // sandbox runs in tests that ctest -j runs at the same time
   // The plain bomb dies of its first failed fork; the stubborn one keeps trying until the timeout.
-  for (const std::string bomb : {"while True: os.fork()\n",
-                                 "while True:\n  try: os.fork()\n  except OSError: pass\n"}) {
+  for (const std::string bomb :
+       {"while True: os.fork()\n", "while True:\n  try: os.fork()\n  except OSError: pass\n"}) {
     double call = 0;
     const SandboxResult r = run_timed(kPrintPidNamespace + bomb, limits, &call);
     EXPECT_NE(r.status, SandboxStatus::kPassed);
@@ -173,14 +173,16 @@ TEST(Sandbox, SetsidGrandchildDiesWithTheRun) {
                               "if os.fork() == 0:\n"
                               "  os.setsid()\n"
                               "  if os.fork() == 0:\n"
-                              "    os.execv('/bin/sh', [" + py(marker) + ", '-c', 'sleep 6; echo escaped > " +
-                              marker_file.string() + "'])\n"
+                              "    os.execv('/bin/sh', [" +
+                              py(marker) + ", '-c', 'sleep 6; echo escaped > " + marker_file.string() +
+                              "'])\n"
                               "  os._exit(0)\n"
                               "os.wait()\n"
                               "def running():\n"
                               "  for p in filter(str.isdigit, os.listdir('/proc')):\n"
                               "    try:\n"
-                              "      if open('/proc/%s/cmdline' % p, 'rb').read().startswith(" + py(marker) +
+                              "      if open('/proc/%s/cmdline' % p, 'rb').read().startswith(" +
+                              py(marker) +
                               ".encode()): return True\n"
                               "    except OSError: pass\n"
                               "for _ in range(500):\n"
@@ -205,16 +207,23 @@ TEST(Sandbox, CannotWriteOutsideTheWorkDir) {
   testing::TempDir tmp;
   ASSERT_EQ(::chmod(tmp.path.c_str(), 0777), 0);  // writable by the sandbox uid, were it visible
   const std::string name = unique_marker();
-  const std::vector<std::string> outside = {(tmp.path / name).string(), (fs::current_path() / name).string(),
-                                            "/var/tmp/" + name, "/dev/shm/" + name, "/dev/" + name, "/" + name,
-                                            "/usr/" + name, "/etc/" + name, "/sandbox/" + name};
+  const std::vector<std::string> outside = {(tmp.path / name).string(),
+                                            (fs::current_path() / name).string(),
+                                            "/var/tmp/" + name,
+                                            "/dev/shm/" + name,
+                                            "/dev/" + name,
+                                            "/" + name,
+                                            "/usr/" + name,
+                                            "/etc/" + name,
+                                            "/sandbox/" + name};
   std::string paths;
   for (const std::string& p : outside) paths += py(p) + ", ";
-  const SandboxResult r = run_python(
-      "import os\nfor p in [" + paths + "]:\n"
-      "  try:\n    open(p, 'w').write('escaped'); print(p, 'written')\n"
-      "  except OSError as e: print(p, type(e).__name__)\n"
-      "open('/tmp/" + name + "', 'w').write('private')\nprint(os.path.exists('/tmp/" + name + "'))\n");
+  const SandboxResult r = run_python("import os\nfor p in [" + paths +
+                                     "]:\n"
+                                     "  try:\n    open(p, 'w').write('escaped'); print(p, 'written')\n"
+                                     "  except OSError as e: print(p, type(e).__name__)\n"
+                                     "open('/tmp/" +
+                                     name + "', 'w').write('private')\nprint(os.path.exists('/tmp/" + name + "'))\n");
   EXPECT_EQ(r.status, SandboxStatus::kPassed) << r.stderr_text;
   EXPECT_EQ(r.stdout_text.find("written"), std::string::npos) << r.stdout_text;
   EXPECT_NE(r.stdout_text.find("True"), std::string::npos) << r.stdout_text;  // its /tmp is its own
@@ -239,13 +248,14 @@ TEST(Sandbox, CannotReadHostFiles) {
     ASSERT_EQ(::chmod(file.c_str(), 0644), 0);
     files.push_back(file.string());
   }
-  const SandboxResult r = run_python(
-      "import os\nfor p in [" + py(files[0]) + ", '/proc/1/root" + files[0] + "', " + py(files[1]) + "]:\n"
-      "  try: print(open(p).read())\n"
-      "  except OSError as e: print(type(e).__name__)\n"
-      "print(sorted(os.listdir('/')))\n"
-      "print([p for p in ('/home', '/root', '/var', '/run', '/sys', '/work', " + py(fs::current_path().string()) +
-      ") if os.path.exists(p)])\n");
+  const SandboxResult r =
+      run_python("import os\nfor p in [" + py(files[0]) + ", '/proc/1/root" + files[0] + "', " + py(files[1]) +
+                 "]:\n"
+                 "  try: print(open(p).read())\n"
+                 "  except OSError as e: print(type(e).__name__)\n"
+                 "print(sorted(os.listdir('/')))\n"
+                 "print([p for p in ('/home', '/root', '/var', '/run', '/sys', '/work', " +
+                 py(fs::current_path().string()) + ") if os.path.exists(p)])\n");
   fs::remove_all(near_cwd);
   EXPECT_EQ(r.status, SandboxStatus::kPassed) << r.stderr_text;
   EXPECT_EQ(r.stdout_text.find(secret), std::string::npos) << r.stdout_text;
@@ -278,7 +288,9 @@ TEST(Sandbox, CannotConnectToALoopbackListener) {
   const SandboxResult r = run_python(
       "import socket\nprint([name for _, name in socket.if_nameindex()])\n"
       "try:\n"
-      "  s = socket.create_connection(('127.0.0.1', " + port + "), timeout=3)\n"
+      "  s = socket.create_connection(('127.0.0.1', " +
+      port +
+      "), timeout=3)\n"
       "  s.sendall(b'hello from sandbox'); print('connected')\n"
       "except OSError as e: print(type(e).__name__)\n");
   EXPECT_EQ(r.status, SandboxStatus::kPassed) << r.stderr_text;
@@ -319,8 +331,10 @@ TEST(Sandbox, RunsUnprivilegedWithoutNestedUserNamespaces) {
 TEST(Sandbox, KilledHarnessTakesTheSandboxAlong) {
   REQUIRE_SANDBOX();
   const std::string marker = unique_marker();
-  const std::string program = "import os\nif os.fork() == 0:\n  os.setsid()\n"
-                              "os.execv('/bin/sh', [" + py(marker) + ", '-c', 'sleep 30'])\n";
+  const std::string program =
+      "import os\nif os.fork() == 0:\n  os.setsid()\n"
+      "os.execv('/bin/sh', [" +
+      py(marker) + ", '-c', 'sleep 30'])\n";
   const pid_t harness = ::fork();
   ASSERT_GE(harness, 0);
   if (harness == 0) {
@@ -328,8 +342,7 @@ TEST(Sandbox, KilledHarnessTakesTheSandboxAlong) {
     limits.timeout_seconds = 60;
     try {
       run_python(program, limits);
-    } catch (...) {
-    }
+    } catch (...) {}
     ::_exit(0);
   }
   // True as soon as one look sees `done` (a second look could catch a transient fork and miss it).
@@ -362,9 +375,9 @@ TEST(Sandbox, FileSizeLimit) {
 TEST(Sandbox, FreshEmptyWorkingDirectoryIsRemoved) {
   REQUIRE_SANDBOX();
   const std::string name = unique_marker();
-  const std::string program =
-      "import os\nprint(os.getcwd())\nprint(os.listdir('.'))\nopen(" + py(name) + ", 'w').write('data')\n"
-      "print(os.environ['HOME'] == os.getcwd() == os.environ['TMPDIR'])\nos.makedirs('a/b')\n";
+  const std::string program = "import os\nprint(os.getcwd())\nprint(os.listdir('.'))\nopen(" + py(name) +
+                              ", 'w').write('data')\n"
+                              "print(os.environ['HOME'] == os.getcwd() == os.environ['TMPDIR'])\nos.makedirs('a/b')\n";
   const SandboxResult r = run_python(program);
   ASSERT_EQ(r.status, SandboxStatus::kPassed) << r.stderr_text;
   EXPECT_EQ(r.stdout_text, std::string(kSandboxWorkDir) + "\n[]\nTrue\n");
@@ -381,7 +394,8 @@ TEST(Sandbox, WorkDirIsASizeCappedTmpfs) {
   const SandboxResult r = run_python(
       "import os\nfor i in range(4):\n"
       "  try: open('f%d' % i, 'wb').write(b'x' * (1500 << 10)); print('ok')\n"
-      "  except OSError as e: print(os.strerror(e.errno))\n", limits);
+      "  except OSError as e: print(os.strerror(e.errno))\n",
+      limits);
   EXPECT_EQ(r.status, SandboxStatus::kPassed) << r.stderr_text;
   EXPECT_EQ(r.stdout_text, "ok\nok\nNo space left on device\nNo space left on device\n");
 }
@@ -390,11 +404,11 @@ TEST(Sandbox, ParentDescriptorsAreNotInheritedAndStdinIsEmpty) {
   REQUIRE_SANDBOX();
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);  // deliberately without O_CLOEXEC
-  const SandboxResult r = run_python("import os, sys\nfor fd in (" + std::to_string(fds[0]) + ", " +
-                                     std::to_string(fds[1]) +
-                                     "):\n  try:\n    os.fstat(fd); print('open')\n"
-                                     "  except OSError:\n    print('closed')\nprint(repr(sys.stdin.read()))\n"
-                                     "print(len(os.listdir('/proc/self/fd')))\n");  // 0, 1, 2 and listdir's own
+  const SandboxResult r =
+      run_python("import os, sys\nfor fd in (" + std::to_string(fds[0]) + ", " + std::to_string(fds[1]) +
+                 "):\n  try:\n    os.fstat(fd); print('open')\n"
+                 "  except OSError:\n    print('closed')\nprint(repr(sys.stdin.read()))\n"
+                 "print(len(os.listdir('/proc/self/fd')))\n");  // 0, 1, 2 and listdir's own
   ::close(fds[0]);
   ::close(fds[1]);
   EXPECT_EQ(r.status, SandboxStatus::kPassed) << r.stderr_text;
@@ -405,8 +419,8 @@ TEST(Sandbox, OutputIsCappedAndTheRestDrained) {
   REQUIRE_SANDBOX();
   SandboxLimits limits;
   limits.max_output_bytes = 1000;
-  const SandboxResult r = run_python("import sys\nsys.stdout.write('x' * 1000000)\nprint('tail', file=sys.stderr)",
-                                     limits);
+  const SandboxResult r =
+      run_python("import sys\nsys.stdout.write('x' * 1000000)\nprint('tail', file=sys.stderr)", limits);
   EXPECT_EQ(r.status, SandboxStatus::kPassed) << r.stderr_text;
   EXPECT_EQ(r.stdout_text, std::string(1000, 'x'));
   EXPECT_TRUE(r.stdout_truncated);

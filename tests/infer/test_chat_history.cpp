@@ -13,8 +13,7 @@ namespace fbt {
 namespace {
 
 std::vector<ChatMessage> conversation() {
-  return {{"system", "S"}, {"user", "aaaa"}, {"assistant", "bbbb"}, {"user", "cc"}, {"assistant", "dd"},
-          {"user", "e"}};
+  return {{"system", "S"}, {"user", "aaaa"}, {"assistant", "bbbb"}, {"user", "cc"}, {"assistant", "dd"}, {"user", "e"}};
 }
 
 TEST(ChatHistory, DropsOldestExchangesUntilThePromptFits) {
@@ -25,8 +24,8 @@ TEST(ChatHistory, DropsOldestExchangesUntilThePromptFits) {
     size_t kept;
   };
   // context 100: a budget of 100 − reserve prompt tokens
-  for (const Case& c : {Case{16, 0, 84, 6}, Case{17, 2, 56, 4}, Case{44, 2, 56, 4}, Case{45, 4, 32, 2},
-                        Case{68, 4, 32, 2}}) {
+  for (const Case& c :
+       {Case{16, 0, 84, 6}, Case{17, 2, 56, 4}, Case{44, 2, 56, 4}, Case{45, 4, 32, 2}, Case{68, 4, 32, 2}}) {
     SCOPED_TRACE("reserve " + std::to_string(c.reserve));
     auto messages = conversation();
     const auto fitted = fit_chat_history(chat, messages, 100, c.reserve);

@@ -50,10 +50,13 @@ TEST(DecodeBackend, CpuGraphAndGenericBackendsAgree) {
         EXPECT_LT(testing::max_abs_diff(x, y), 1e-4) << "the last step";
         EXPECT_LT(testing::max_abs_diff(a.h_prev(), b.h_prev()), 1e-4);
       }
-  testing::expect_error([&] {
-    KVCache cpu_cache(config, 1, 4, torch::dtype(torch::kFloat));
-    graph_backend(model, /*use_graph=*/true)->step(torch::zeros({1}, torch::kLong), DecodeMode::Standard, cpu_cache);
-  }, {"CUDA"});
+  testing::expect_error(
+      [&] {
+        KVCache cpu_cache(config, 1, 4, torch::dtype(torch::kFloat));
+        graph_backend(model, /*use_graph=*/true)
+            ->step(torch::zeros({1}, torch::kLong), DecodeMode::Standard, cpu_cache);
+      },
+      {"CUDA"});
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ struct Outcome {
   std::vector<float> logprobs;
   std::vector<std::vector<std::pair<int64_t, float>>> top;
   std::optional<FinishReason> reason;
-  int64_t stop_events = 0;  ///< events with TokenEvent::stop (must be the last one)
+  int64_t stop_events = 0;                   ///< events with TokenEvent::stop (must be the last one)
   bool operator==(const Outcome& o) const {  // bitwise: the logprobs are compared with ==
     return tokens == o.tokens && logprobs == o.logprobs && top == o.top && reason == o.reason;
   }
@@ -128,8 +128,8 @@ ModelConfig engine_llama_config() {  // decoded by the generic step, one sequenc
 TEST(Engine, ASequenceDecodesTheSameAloneAndAmongFifteenOthers) {
   for (const auto& config : {ModelConfig::preset("debug"), engine_llama_config()}) {
     auto model = make_test_model(config);
-    for (auto [mode, k] : {std::pair{DecodeMode::Standard, 1}, std::pair{DecodeMode::Soft, 1},
-                           std::pair{DecodeMode::Fused, 2}}) {
+    for (auto [mode, k] :
+         {std::pair{DecodeMode::Standard, 1}, std::pair{DecodeMode::Soft, 1}, std::pair{DecodeMode::Fused, 2}}) {
       const auto reqs = requests(config, mode, k);
       const std::string where = enum_to_string(config.block) + " " + Decoding::make(mode, k).label();
       std::vector<Outcome> alone;
@@ -166,8 +166,8 @@ TEST(Engine, ASequenceDecodesTheSameAloneAndAmongFifteenOthers) {
 TEST(Engine, GreedyEqualsGenerateAndLogprobsAreLogSoftmax) {
   auto model = make_test_model();
   const std::vector<int64_t> prompt{1, 5, 9, 200, 17, 33};
-  for (auto [mode, k] : {std::pair{DecodeMode::Standard, 1}, std::pair{DecodeMode::Soft, 1},
-                         std::pair{DecodeMode::Fused, 2}}) {
+  for (auto [mode, k] :
+       {std::pair{DecodeMode::Standard, 1}, std::pair{DecodeMode::Soft, 1}, std::pair{DecodeMode::Fused, 2}}) {
     GenerationOptions g;
     g.decoding = Decoding::make(mode, k);
     g.max_new_tokens = 12;
@@ -182,7 +182,8 @@ TEST(Engine, GreedyEqualsGenerateAndLogprobsAreLogSoftmax) {
     EXPECT_EQ(got.reason, FinishReason::Length);
     torch::NoGradGuard no_grad;
     KVCache cache(model->config(), 1, 8, torch::dtype(torch::kFloat));
-    auto logits = prefill(model, torch::tensor(prompt).view({1, -1}), torch::ones({1, 6}, torch::kBool), Decoding::make(mode, k), cache);
+    auto logits = prefill(model, torch::tensor(prompt).view({1, -1}), torch::ones({1, 6}, torch::kBool),
+                          Decoding::make(mode, k), cache);
     const float want = torch::log_softmax(logits, -1)[0][got.tokens[0]].item<float>();
     EXPECT_NEAR(got.logprobs[0], want, 1e-4) << Decoding::make(mode, k).label();
   }
@@ -282,8 +283,16 @@ TEST(Engine, BadRequestsNameTheField) {
   refused([&](auto& r) { r.prompt.assign(context, 1); }, "prompt: " + std::to_string(context) + " tokens");
   refused([&](auto& r) { r.prompt[1] = V; }, "prompt: token id " + std::to_string(V));
   refused([](auto& r) { r.max_new_tokens = 0; }, "max_new_tokens: must be >= 1 (got 0)");
-  refused([](auto& r) { r.decoding = Decoding{DecodeMode::Fused, 0}; }, "fused_passes: must be >= 1 for the fused mode (got 0)");
-  refused([](auto& r) { r.decoding = Decoding{DecodeMode::Soft, 2}; }, "fused_passes: must be 0 outside the fused mode (got 2)");
+  refused(
+      [](auto& r) {
+        r.decoding = Decoding{DecodeMode::Fused, 0};
+      },
+      "fused_passes: must be >= 1 for the fused mode (got 0)");
+  refused(
+      [](auto& r) {
+        r.decoding = Decoding{DecodeMode::Soft, 2};
+      },
+      "fused_passes: must be 0 outside the fused mode (got 2)");
   refused([](auto& r) { r.sampling.temperature = -1; }, "sampling.temperature: must be 0 (greedy)");
   refused([](auto& r) { r.sampling.top_k = -2; }, "sampling.top_k: must be >= 1, or 0 or -1");
   refused([](auto& r) { r.sampling.top_p = 0; }, "sampling.top_p: must be in (0, 1] (got 0)");
@@ -314,7 +323,9 @@ TEST(Engine, ScoringTasksEqualPromptLogprobsBesideDecoding) {
     auto got = std::make_shared<std::promise<std::pair<PromptLogprobs, FinishReason>>>();
     auto scored = std::make_shared<PromptLogprobs>();
     engine.submit_scoring(r, {[scored](const PromptLogprobs& p) { *scored = p; },
-                              [got, scored](FinishReason reason) { got->set_value({*scored, reason}); }});
+                              [got, scored](FinishReason reason) {
+                                got->set_value({*scored, reason});
+                              }});
     return got->get_future();
   };
   const SequenceRequest sequence{{3, 1, 4, 1, 5}, Decoding{DecodeMode::Soft}, {0.8, 0, 1.0, 7}, 12, {}, 1};
@@ -331,8 +342,8 @@ TEST(Engine, ScoringTasksEqualPromptLogprobsBesideDecoding) {
     auto int8 = cpu_backend(std::make_shared<CpuDecoder>(model, CpuDecoderOptions{true, DecodeWeights::Int8}));
     Collector c;
     c.submit(engine, sequence, 0);
-    for (auto [mode, k] : {std::pair{DecodeMode::Standard, 0}, std::pair{DecodeMode::Soft, 0},
-                           std::pair{DecodeMode::Fused, 2}}) {
+    for (auto [mode, k] :
+         {std::pair{DecodeMode::Standard, 0}, std::pair{DecodeMode::Soft, 0}, std::pair{DecodeMode::Fused, 2}}) {
       const ScoringRequest r{prompt, Decoding::make(mode, k), 3};
       const auto [got, reason] = score(engine, r).get();
       const auto where = Decoding::make(mode, k).label() + (weights == DecodeWeights::Int8 ? " int8" : " fp32");
@@ -347,7 +358,8 @@ TEST(Engine, ScoringTasksEqualPromptLogprobsBesideDecoding) {
       if (weights == DecodeWeights::Int8) {
         const auto own = prompt_logprobs(*int8, prompt, r.decoding, 3);
         EXPECT_EQ(std::vector<float>(got.logprob.begin() + 1, got.logprob.end()),
-                  std::vector<float>(own.logprob.begin() + 1, own.logprob.end())) << where;
+                  std::vector<float>(own.logprob.begin() + 1, own.logprob.end()))
+            << where;
       }
     }
     c.wait_finished(1);

@@ -51,7 +51,8 @@ Run greedy(FBT& model, DecodeMode mode, KVCache& cache, GraphDecoder* graph, int
 void expect_same(const Run& a, const Run& b, double tol, const std::string& what) {
   ASSERT_EQ(a.logits.size(), b.logits.size());
   EXPECT_TRUE(torch::equal(a.tokens, b.tokens)) << what;
-  for (size_t s = 0; s < a.logits.size(); ++s) EXPECT_LT(max_abs_diff(a.logits[s], b.logits[s]), tol) << what << " step " << s;
+  for (size_t s = 0; s < a.logits.size(); ++s)
+    EXPECT_LT(max_abs_diff(a.logits[s], b.logits[s]), tol) << what << " step " << s;
 }
 
 ModelConfig test_config() {
@@ -92,7 +93,8 @@ TEST(GraphDecoder, BadInputFailsWithAClearMessage) {
   KVCache cache(c, 3, 7, torch::dtype(torch::kFloat));
   EXPECT_THROW(GraphDecoder(model, DecodeMode::Soft, cache, /*use_graph=*/true), Error);  // a CPU cache
   GraphDecoder fixed(model, DecodeMode::Soft, cache, false);
-  prefill(model, torch::ones({3, 6}, torch::kLong), torch::ones({3, 6}, torch::kBool), Decoding::make(DecodeMode::Soft, 1), cache);
+  prefill(model, torch::ones({3, 6}, torch::kLong), torch::ones({3, 6}, torch::kBool),
+          Decoding::make(DecodeMode::Soft, 1), cache);
   try {
     fixed.step(torch::full({3}, c.vocab_size, torch::kLong));
     FAIL() << "an out-of-vocabulary id was accepted";

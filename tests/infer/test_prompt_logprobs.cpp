@@ -58,7 +58,8 @@ TEST(PromptLogprobs, EqualsLogSoftmaxOfEachModesLogits) {
     ASSERT_EQ(lp.top.size(), prompt.size());
     EXPECT_TRUE(std::isnan(lp.logprob[0])) << Decoding::make(mode, k).label();
     for (size_t t = 1; t < prompt.size(); ++t) {
-      EXPECT_NEAR(lp.logprob[t], ref[t - 1][prompt[t]].item<double>(), kLogprobsTol) << Decoding::make(mode, k).label() << " t=" << t;
+      EXPECT_NEAR(lp.logprob[t], ref[t - 1][prompt[t]].item<double>(), kLogprobsTol)
+          << Decoding::make(mode, k).label() << " t=" << t;
       EXPECT_TRUE(lp.top[t].empty());
     }
   }
@@ -126,13 +127,16 @@ TEST(PromptLogprobs, SoftEqualsFusedWhereThePassesAreExact) {
     const auto fused = prompt_logprobs(model, prompt, Decoding::make(DecodeMode::Fused, k), 0).logprob;
     double later = 0;
     for (size_t t = 1; t < prompt.size(); ++t) {
-      if (static_cast<int64_t>(t) <= k + 1) EXPECT_NEAR(fused[t], soft[t], kLogprobsTol) << "k=" << k << " t=" << t;
-      else later = std::max(later, std::abs(double(fused[t]) - soft[t]));
+      if (static_cast<int64_t>(t) <= k + 1)
+        EXPECT_NEAR(fused[t], soft[t], kLogprobsTol) << "k=" << k << " t=" << t;
+      else
+        later = std::max(later, std::abs(double(fused[t]) - soft[t]));
     }
     EXPECT_GT(later, 1e-4) << "k=" << k;
   }
   // With as many passes as positions the Jacobi iteration is the recurrence everywhere.
-  const auto all = prompt_logprobs(model, prompt, Decoding::make(DecodeMode::Fused, static_cast<int64_t>(prompt.size())), 0).logprob;
+  const auto all =
+      prompt_logprobs(model, prompt, Decoding::make(DecodeMode::Fused, static_cast<int64_t>(prompt.size())), 0).logprob;
   for (size_t t = 1; t < prompt.size(); ++t) EXPECT_NEAR(all[t], soft[t], kLogprobsTol) << "t=" << t;
 }
 
@@ -184,14 +188,26 @@ TEST(PromptLogprobs, BadInputIsAnError) {
   expect_error([&] { prompt_logprobs(model, {}, Decoding{}, 0); }, {"no tokens"});
   expect_error([&] { prompt_logprobs(model, std::vector<int64_t>(T + 1, 1), Decoding{}, 0); },
                {std::to_string(T + 1), "model context " + std::to_string(T)});
-  expect_error([&] { prompt_logprobs(model, {1, -1}, Decoding::make(DecodeMode::Soft, 0), 0); }, {"token -1", "position 1"});
-  expect_error([&] { prompt_logprobs(model, {V, 1}, Decoding{}, 0); },
-               {"token " + std::to_string(V), "position 0", "[0, " + std::to_string(V) + ")"});
+  expect_error(
+      [&] {
+        prompt_logprobs(model, {1, -1}, Decoding::make(DecodeMode::Soft, 0), 0);
+      },
+      {"token -1", "position 1"});
+  expect_error(
+      [&] {
+        prompt_logprobs(model, {V, 1}, Decoding{}, 0);
+      },
+      {"token " + std::to_string(V), "position 0", "[0, " + std::to_string(V) + ")"});
   expect_error([&] { prompt_logprobs(model, {1, 2}, Decoding{}, -1); }, {"top_n", "-1"});
   expect_error([&] { prompt_logprobs(model, {1, 2}, Decoding{}, V + 1); }, {"top_n", "vocabulary"});
-  expect_error([&] { prompt_logprobs(model, {1, 2}, Decoding{DecodeMode::Fused, 0}, 0); }, {"fused_passes must be >= 1", "got 0"});
+  expect_error(
+      [&] {
+        prompt_logprobs(model, {1, 2}, Decoding{DecodeMode::Fused, 0}, 0);
+      },
+      {"fused_passes must be >= 1", "got 0"});
   // The longest prompt and a one-token prompt are fine; fused_passes is ignored outside fused.
-  EXPECT_EQ(prompt_logprobs(model, std::vector<int64_t>(T, 1), Decoding::make(DecodeMode::Soft, 0), 2).top.size(), size_t(T));
+  EXPECT_EQ(prompt_logprobs(model, std::vector<int64_t>(T, 1), Decoding::make(DecodeMode::Soft, 0), 2).top.size(),
+            size_t(T));
   const auto one = prompt_logprobs(model, {5}, Decoding{}, 3);
   EXPECT_TRUE(std::isnan(one.logprob.at(0)));
   EXPECT_TRUE(one.top.at(0).empty());

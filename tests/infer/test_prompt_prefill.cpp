@@ -99,7 +99,8 @@ TEST(PromptPrefill, OnTheCpuDecoderChunksAreTheSameBits) {
       EXPECT_EQ(cache.next_pos().item<int64_t>(), 13) << where;
       EXPECT_EQ(cache.last_token().item<int64_t>(), prompt.back()) << where;
       for (int64_t l = 0; l < config.n_layers; ++l)
-        EXPECT_TRUE(torch::equal(cache.k[l], whole.cache().k[l]) && torch::equal(cache.v[l], whole.cache().v[l])) << where;
+        EXPECT_TRUE(torch::equal(cache.k[l], whole.cache().k[l]) && torch::equal(cache.v[l], whole.cache().v[l]))
+            << where;
     }
   }
 }

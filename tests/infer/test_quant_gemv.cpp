@@ -105,32 +105,33 @@ torch::Tensor q8_round_trip(const torch::Tensor& x) {
 // four and two and every remainder), both formats, both activation kinds.
 TEST(QuantGemv, EqualsTheMatmulOfTheDequantisedWeightsAndARowIsTheSameInAnyBatch) {
   for (auto format : {QuantFormat::Q8_0, QuantFormat::Q4_0})
-  for (auto [K, N] : {std::pair<int64_t, int64_t>{32, 3}, {96, 33}, {576, 1536}, {2048, 65}}) {
-    torch::manual_seed(K + N);
-    auto W = torch::randn({N, K});
-    const auto q = QuantMatrix::quantize(format, W.data_ptr<float>(), N, K);
-    auto Wd = torch::empty({N, K});
-    for (int64_t n = 0; n < N; ++n) q.dequantize_row(n, Wd.data_ptr<float>() + n * K);
-    auto x = torch::randn({9, K});
-    for (auto act : {Q8Activations::Fp32, Q8Activations::Int8}) {
-      auto xin = act == Q8Activations::Int8 ? q8_round_trip(x) : x;
-      for (int64_t B = 1; B <= 9; ++B) {
-        const std::string where = std::string(quant_format_name(format)) + " K " + std::to_string(K) + " N " + std::to_string(N) + " B " + std::to_string(B) +
-                                  (act == Q8Activations::Int8 ? " int8" : " fp32");
-        auto y = torch::empty({B, N});
-        quant_linear(x.data_ptr<float>(), B, q, y.data_ptr<float>(), act);
-        auto expected = torch::mm(xin.narrow(0, 0, B).to(torch::kDouble), Wd.to(torch::kDouble).t());
-        const double tol = 1e-5 * std::sqrt(double(K)) * 4;
-        EXPECT_LT((y.to(torch::kDouble) - expected).abs().max().item<double>(), tol) << where;
-        for (int64_t b = 0; b < B; ++b) {
-          auto row = x[b].clone();
-          auto alone = torch::empty({1, N});
-          quant_linear(row.data_ptr<float>(), 1, q, alone.data_ptr<float>(), act);
-          ASSERT_TRUE(torch::equal(alone[0], y[b])) << where << " row " << b;
+    for (auto [K, N] : {std::pair<int64_t, int64_t>{32, 3}, {96, 33}, {576, 1536}, {2048, 65}}) {
+      torch::manual_seed(K + N);
+      auto W = torch::randn({N, K});
+      const auto q = QuantMatrix::quantize(format, W.data_ptr<float>(), N, K);
+      auto Wd = torch::empty({N, K});
+      for (int64_t n = 0; n < N; ++n) q.dequantize_row(n, Wd.data_ptr<float>() + n * K);
+      auto x = torch::randn({9, K});
+      for (auto act : {Q8Activations::Fp32, Q8Activations::Int8}) {
+        auto xin = act == Q8Activations::Int8 ? q8_round_trip(x) : x;
+        for (int64_t B = 1; B <= 9; ++B) {
+          const std::string where = std::string(quant_format_name(format)) + " K " + std::to_string(K) + " N " +
+                                    std::to_string(N) + " B " + std::to_string(B) +
+                                    (act == Q8Activations::Int8 ? " int8" : " fp32");
+          auto y = torch::empty({B, N});
+          quant_linear(x.data_ptr<float>(), B, q, y.data_ptr<float>(), act);
+          auto expected = torch::mm(xin.narrow(0, 0, B).to(torch::kDouble), Wd.to(torch::kDouble).t());
+          const double tol = 1e-5 * std::sqrt(double(K)) * 4;
+          EXPECT_LT((y.to(torch::kDouble) - expected).abs().max().item<double>(), tol) << where;
+          for (int64_t b = 0; b < B; ++b) {
+            auto row = x[b].clone();
+            auto alone = torch::empty({1, N});
+            quant_linear(row.data_ptr<float>(), 1, q, alone.data_ptr<float>(), act);
+            ASSERT_TRUE(torch::equal(alone[0], y[b])) << where << " row " << b;
+          }
         }
       }
     }
-  }
 }
 
 }  // namespace

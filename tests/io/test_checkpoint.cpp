@@ -77,8 +77,7 @@ TEST_F(CheckpointTest, MismatchedConfigIsNamed) {
   auto other = ModelConfig::preset("debug");
   other.d_ff = 192;
   FBT different(other);
-  expect_error([&] { load_weights(path("m.safetensors"), different); },
-               {"m.safetensors", "d_ff", "176", "192"});
+  expect_error([&] { load_weights(path("m.safetensors"), different); }, {"m.safetensors", "d_ff", "176", "192"});
   other = ModelConfig::preset("debug");
   other.fusion = Fusion::GluPlusToken;
   FBT fused(other);

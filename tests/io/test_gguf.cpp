@@ -31,7 +31,7 @@ TEST(Gguf, ReadsMetadataAndTensorInfos) {
   EXPECT_EQ(f.data_offset % 32, 0u);
   const auto* embd = f.find("token_embd.weight");
   ASSERT_NE(embd, nullptr);
-  EXPECT_EQ(embd->ne, (std::vector<int64_t>{64, 384}));   // fastest first
+  EXPECT_EQ(embd->ne, (std::vector<int64_t>{64, 384}));       // fastest first
   EXPECT_EQ(embd->shape(), (std::vector<int64_t>{384, 64}));  // V rows of D
   const auto t = read_gguf_tensor(f, *embd);
   EXPECT_EQ(t.sizes(), (std::vector<int64_t>{384, 64}));
@@ -79,7 +79,8 @@ TEST(Gguf, CorruptHeadersAreNamed) {
   path = damaged(tmp.path, "count.gguf", kLlama, [](std::string& b) { b[16 + 5] = 1; });
   expect_error([&] { read_gguf(path); }, {path, "metadata entries", "more than the file can hold"});
   // The token list's element count set to 2^40.
-  path = damaged(tmp.path, "array.gguf", kLlama, [](std::string& b) { b[after(b, "tokenizer.ggml.tokens") + 4 + 4 + 5] = 1; });
+  path = damaged(tmp.path, "array.gguf", kLlama,
+                 [](std::string& b) { b[after(b, "tokenizer.ggml.tokens") + 4 + 4 + 5] = 1; });
   expect_error([&] { read_gguf(path); }, {path, "metadata 'tokenizer.ggml.tokens'", "elements cannot fit"});
   expect_error([&] { read_gguf(tmp.path.string()); }, {tmp.path.string(), "is not a file"});
   expect_error([&] { read_gguf((tmp.path / "none.gguf").string()); }, {"none.gguf"});
@@ -96,32 +97,52 @@ TEST(Gguf, InvalidUtf8StringsNameTheKey) {
     std::string from, to, named;
   };
   const std::vector<Case> cases = {
-      {"llama_tied_f32", "\xFF" "lama_tied_f32", "metadata 'general.name'"},             // not a UTF-8 byte
-      {"llama_tied_f32", "\xC0\xAF" "ama_tied_f32", "metadata 'general.name'"},          // overlong '/'
-      {"llama_tied_f32", "\xED\xA0\x80" "ma_tied_f32", "metadata 'general.name'"},      // a UTF-16 surrogate
-      {"{{ bos_token }}", "\x80" "{ bos_token }}", "metadata 'tokenizer.chat_template'"},  // a lone continuation
-      {"<|begin_of_text|>", "<|begin_of_text" "\xE2\x96", "metadata 'tokenizer.ggml.tokens'[0]"},  // cut short
-      {"general.name", "general.nam" "\xFF", "the key of metadata entry 1"},
-      {"token_embd.weight", "token_embd.weigh" "\xFF", "(name)"},
+      {"llama_tied_f32",
+       "\xFF"
+       "lama_tied_f32",
+       "metadata 'general.name'"},  // not a UTF-8 byte
+      {"llama_tied_f32",
+       "\xC0\xAF"
+       "ama_tied_f32",
+       "metadata 'general.name'"},  // overlong '/'
+      {"llama_tied_f32",
+       "\xED\xA0\x80"
+       "ma_tied_f32",
+       "metadata 'general.name'"},  // a UTF-16 surrogate
+      {"{{ bos_token }}",
+       "\x80"
+       "{ bos_token }}",
+       "metadata 'tokenizer.chat_template'"},  // a lone continuation
+      {"<|begin_of_text|>",
+       "<|begin_of_text"
+       "\xE2\x96",
+       "metadata 'tokenizer.ggml.tokens'[0]"},  // cut short
+      {"general.name",
+       "general.nam"
+       "\xFF",
+       "the key of metadata entry 1"},
+      {"token_embd.weight",
+       "token_embd.weigh"
+       "\xFF",
+       "(name)"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.to);
     ASSERT_EQ(c.from.size(), c.to.size());  // every offset stays valid
-    const auto path = damaged(tmp.path, "utf8.gguf", kLlama, [&](std::string& b) {
-      b.replace(after(b, c.from) - c.from.size(), c.to.size(), c.to);
-    });
+    const auto path = damaged(tmp.path, "utf8.gguf", kLlama,
+                              [&](std::string& b) { b.replace(after(b, c.from) - c.from.size(), c.to.size(), c.to); });
     expect_error([&] { read_gguf(path); }, {"'" + path + "': ", c.named, " is not valid UTF-8"});
   }
-  const auto path = damaged(tmp.path, "name.gguf", kLlama, [](std::string& b) { b[after(b, "general.name") + 12] = '\xFF'; });
+  const auto path =
+      damaged(tmp.path, "name.gguf", kLlama, [](std::string& b) { b[after(b, "general.name") + 12] = '\xFF'; });
   expect_error([&] { import_gguf_model(path); }, {"'" + path + "': metadata 'general.name' is not valid UTF-8"});
 }
 
 TEST(Gguf, UnsupportedTensorTypeIsNamed) {
   testing::TempDir tmp;
   // blk.0.ffn_up.weight's info: name, n_dims (4 bytes), 2 dims (16 bytes), then its type: IQ4_XS (23).
-  const auto path = damaged(tmp.path, "iq4xs.gguf", kLlama, [](std::string& b) {
-    b[after(b, "blk.0.ffn_up.weight") + 4 + 16] = 23;
-  });
+  const auto path =
+      damaged(tmp.path, "iq4xs.gguf", kLlama, [](std::string& b) { b[after(b, "blk.0.ffn_up.weight") + 4 + 16] = 23; });
   const auto f = read_gguf(path);  // the table itself is fine
   expect_error([&] { read_gguf_tensor(f, *f.find("blk.0.ffn_up.weight")); },
                {path, "tensor 'blk.0.ffn_up.weight'", "type IQ4_XS", "cannot dequantize", "Q4_K, Q5_K, Q6_K"});
@@ -132,9 +153,8 @@ TEST(Gguf, UnsupportedTensorTypeIsNamed) {
 // Q4_K are refused when the table is read, before any data is.
 TEST(Gguf, KQuantRowsMustBeWholeSuperBlocks) {
   testing::TempDir tmp;
-  const auto path = damaged(tmp.path, "q4k.gguf", kLlama, [](std::string& b) {
-    b[after(b, "blk.0.ffn_up.weight") + 4 + 16] = 12;
-  });
+  const auto path =
+      damaged(tmp.path, "q4k.gguf", kLlama, [](std::string& b) { b[after(b, "blk.0.ffn_up.weight") + 4 + 16] = 12; });
   expect_error([&] { read_gguf(path); },
                {path, "tensor 'blk.0.ffn_up.weight'", "row length 64 is not a multiple of Q4_K's block of 256"});
 }

@@ -33,7 +33,8 @@ TEST(GgufImport, StandardLogitsEqualTransformers) {
     SCOPED_TRACE(name);
     auto imported = import_gguf_model(gguf_fixture(name));
     torch::Tensor tokens, expected;  // [1,T] int64, [1,T,V] fp32: transformers on the same GGUF file
-    for (const auto& [key, t] : load_foreign_tensors((kGgufImportDir / (name + ".expected.safetensors")).string()).tensors)
+    for (const auto& [key, t] :
+         load_foreign_tensors((kGgufImportDir / (name + ".expected.safetensors")).string()).tensors)
       (key == "tokens" ? tokens : expected) = t;
     torch::NoGradGuard no_grad;
     const double diff = testing::max_abs_diff(imported.model->forward(tokens), expected);
@@ -52,10 +53,12 @@ TEST(GgufImport, UnpermutedWeightsEqualTheHfImport) {
   config.norm_eps = hf.model->config().norm_eps;
   EXPECT_EQ(config, hf.model->config());
   const auto hf_params = hf.model->named_parameters();
-  for (const auto& p : gguf.model->named_parameters()) EXPECT_TRUE(torch::equal(p.value(), hf_params[p.key()])) << p.key();
+  for (const auto& p : gguf.model->named_parameters())
+    EXPECT_TRUE(torch::equal(p.value(), hf_params[p.key()])) << p.key();
   // The permutation itself: head 0 of a [2·4, 1] weight, rows x0 x1 y0 y1 -> interleaved x0 y0 x1 y1.
   const auto w = torch::arange(8, torch::kFloat).reshape({8, 1});
-  const auto permuted = torch::tensor({0.f, 2.f, 1.f, 3.f, 4.f, 6.f, 5.f, 7.f}).reshape({8, 1});  // LlamaModel.permute(w, 2, 2)
+  const auto permuted =
+      torch::tensor({0.f, 2.f, 1.f, 3.f, 4.f, 6.f, 5.f, 7.f}).reshape({8, 1});  // LlamaModel.permute(w, 2, 2)
   EXPECT_TRUE(torch::equal(unpermute_llama_qk(permuted, 2), w));
 }
 
@@ -97,7 +100,8 @@ TEST(GgufImport, TokenizerBecomesHfFiles) {
   EXPECT_EQ(imported.hf_tokenizer_config.at("bos_token"), "<|begin_of_text|>");
   EXPECT_EQ(imported.hf_tokenizer_config.at("eos_token"), "<|end_of_text|>");
   EXPECT_TRUE(imported.hf_tokenizer_config.at("add_bos_token").get<bool>());
-  EXPECT_NE(imported.hf_tokenizer_config.at("chat_template").get<std::string>().find("<|im_start|>"), std::string::npos);
+  EXPECT_NE(imported.hf_tokenizer_config.at("chat_template").get<std::string>().find("<|im_start|>"),
+            std::string::npos);
   const auto qwen2 = import_gguf_model(gguf_fixture("qwen2_q4_0"));
   EXPECT_TRUE(qwen2.hf_tokenizer_config.at("bos_token").is_null());
   EXPECT_EQ(qwen2.hf_tokenizer_config.at("pad_token"), "<|endoftext|>");
@@ -118,13 +122,16 @@ TEST(GgufImport, TokenizerBecomesHfFiles) {
 // (expected_ids.json, made by make_fixtures.py) and as fbt does with that tokenizer.json.
 TEST(GgufImport, TokenizerGivesTheHfFixturesIds) {
   const auto expected = nlohmann::json::parse(testing::slurp(kGgufImportDir / "expected_ids.json")).at("fixtures");
-  const std::map<std::string, std::string> hf = {{"llama_tied_f32", "llama_tied"}, {"llama_untied_q8_0", "llama_untied"},
-                                                 {"qwen2_q4_0", "qwen2"}, {"qwen3_q4_1", "qwen3"}};
+  const std::map<std::string, std::string> hf = {{"llama_tied_f32", "llama_tied"},
+                                                 {"llama_untied_q8_0", "llama_untied"},
+                                                 {"qwen2_q4_0", "qwen2"},
+                                                 {"qwen3_q4_1", "qwen3"}};
   for (const auto& name : kGgufFixtures) {
     SCOPED_TRACE(name);
     const auto imported = import_gguf_model(gguf_fixture(name));
     const auto vocab = imported.model->config().vocab_size;
-    const auto gguf = HfBpeTokenizer::from_hf(imported.hf_tokenizer, imported.hf_tokenizer_config, vocab, gguf_fixture(name));
+    const auto gguf =
+        HfBpeTokenizer::from_hf(imported.hf_tokenizer, imported.hf_tokenizer_config, vocab, gguf_fixture(name));
     const auto hf_dir = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "hf" / hf.at(name);
     const auto own = HfBpeTokenizer::from_hf(nlohmann::json::parse(testing::slurp(hf_dir / "tokenizer.json")),
                                              nlohmann::json::parse(testing::slurp(hf_dir / "tokenizer_config.json")),
@@ -223,8 +230,8 @@ TEST(GgufImport, UnsupportedArchitectureAndTokenizerAreNamed) {
 // what it reports.
 TEST(GgufImport, FileWithoutTokenizerIsNamed) {
   testing::TempDir tmp;
-  const auto path = patched(tmp.path, {{"tokenizer.ggml.model", "tokenizer.ggml.modeX"},
-                                       {"blk.1.ffn_up.weight", "blk.1.ffn_up.weighX"}});
+  const auto path = patched(
+      tmp.path, {{"tokenizer.ggml.model", "tokenizer.ggml.modeX"}, {"blk.1.ffn_up.weight", "blk.1.ffn_up.weighX"}});
   expect_error([&] { import_gguf_model(path); },
                {"'" + path + "'", "metadata key 'tokenizer.ggml.model' is missing", "no tokenizer"});
   expect_error([&] { hf_tokenizer_from_gguf(read_gguf(path)); }, {path, "tokenizer.ggml.model"});

@@ -30,21 +30,23 @@ const fs::path kKQuantDir = fs::path(FBT_SOURCE_DIR) / "tests" / "fixtures" / "g
 
 TEST(GgufKQuants, LayoutsAreGgmls) {
   // ggml-common.h's static_asserts: sizeof(block_q2_K) = 2·2 + 256/16 + 256/4, ...
-  const std::vector<std::tuple<uint32_t, int64_t, int64_t>> layouts = {
-      {6, 32, 22}, {7, 32, 24}, {10, 256, 84}, {11, 256, 110}, {12, 256, 144}, {13, 256, 176}, {14, 256, 210}, {15, 256, 292}};
+  const std::vector<std::tuple<uint32_t, int64_t, int64_t>> layouts = {{6, 32, 22},    {7, 32, 24},    {10, 256, 84},
+                                                                       {11, 256, 110}, {12, 256, 144}, {13, 256, 176},
+                                                                       {14, 256, 210}, {15, 256, 292}};
   for (const auto& [type, elements, bytes] : layouts) {
     SCOPED_TRACE(ggml_type_name(type));
     ASSERT_TRUE(ggml_block_layout(type).has_value());
     EXPECT_EQ(ggml_block_layout(type)->elements, elements);
     EXPECT_EQ(ggml_block_layout(type)->bytes, bytes);
   }
-  for (uint32_t iq : {16u, 17u, 18u, 19u, 20u, 21u, 22u, 23u, 29u}) EXPECT_FALSE(ggml_block_layout(iq).has_value()) << iq;
+  for (uint32_t iq : {16u, 17u, 18u, 19u, 20u, 21u, 22u, 23u, 29u})
+    EXPECT_FALSE(ggml_block_layout(iq).has_value()) << iq;
 }
 
 // Three blocks of random bits (random finite fp16 scales) per type, dequantized by gguf-py.
 TEST(GgufKQuants, RandomBlocksEqualGgufPy) {
   const auto fixture = load_foreign_tensors((kKQuantDir / "k_quant_blocks.safetensors").string()).tensors;
-  const std::map<std::string, uint32_t> types = {{"Q4_0", 2}, {"Q4_1", 3}, {"Q5_0", 6}, {"Q5_1", 7}, {"Q8_0", 8},
+  const std::map<std::string, uint32_t> types = {{"Q4_0", 2},  {"Q4_1", 3},  {"Q5_0", 6},  {"Q5_1", 7},  {"Q8_0", 8},
                                                  {"Q2_K", 10}, {"Q3_K", 11}, {"Q4_K", 12}, {"Q5_K", 13}, {"Q6_K", 14}};
   int checked = 0;
   for (const auto& [name, type] : types) {

@@ -74,7 +74,7 @@ TEST(HfImport, ConfigsMapTheFamilySwitches) {
   EXPECT_EQ(rope.rope_original_context, 16);
   EXPECT_TRUE(qwen2.attention_bias && !qwen2.attention_out_bias && !qwen2.qk_norm);
   EXPECT_TRUE(qwen3.qk_norm && !qwen3.attention_bias);
-  EXPECT_EQ(qwen3.head_dim(), 32);  // config.json head_dim, not hidden_size / heads = 16
+  EXPECT_EQ(qwen3.head_dim(), 32);       // config.json head_dim, not hidden_size / heads = 16
   EXPECT_EQ(qwen2.doc_separator_id, 2);  // eos_token_id
   for (const auto& c : {tied, untied, rope, qwen2, qwen3}) {
     FBT model(c);
@@ -95,9 +95,11 @@ TEST(HfImport, CachedDecodeEqualsForward) {
     torch::NoGradGuard no_grad;
     KVCache cache(model->config(), 1, T, torch::dtype(torch::kFloat));
     const auto prompt = e.tokens.narrow(1, 0, P);
-    auto last = prefill(model, prompt, torch::ones_like(prompt, torch::kBool), Decoding::make(DecodeMode::Standard, 1), cache);
+    auto last =
+        prefill(model, prompt, torch::ones_like(prompt, torch::kBool), Decoding::make(DecodeMode::Standard, 1), cache);
     std::vector<torch::Tensor> logits{last};
-    for (int64_t t = P; t < T; ++t) logits.push_back(decode_step(model, e.tokens.select(1, t), DecodeMode::Standard, cache));
+    for (int64_t t = P; t < T; ++t)
+      logits.push_back(decode_step(model, e.tokens.select(1, t), DecodeMode::Standard, cache));
     const auto stepped = torch::stack(logits, 1);  // [1, T-P+1, V]: positions P-1 .. T-1
     EXPECT_LT(testing::max_abs_diff(stepped, e.logits.narrow(1, P - 1, T - P + 1)), 1e-4);
   }
@@ -267,11 +269,15 @@ TEST(HfImport, UnsupportedModelTypeIsNamed) {
 TEST(HfImport, MissingOrWrongTensorsAreNamed) {
   testing::TempDir tmp;
   const auto dir = fs::path(tmp.path) / "m";
-  damaged_copy("llama_tied", dir, [](nlohmann::json&) {}, "model.layers.1.mlp.down_proj.weight");
+  damaged_copy(
+      "llama_tied", dir, [](nlohmann::json&) {}, "model.layers.1.mlp.down_proj.weight");
   expect_error([&] { import_hf_model(dir.string()); }, {"missing tensor 'model.layers.1.mlp.down_proj.weight'"});
   damaged_copy("llama_tied", dir, [](nlohmann::json& c) { c["tie_word_embeddings"] = false; });
   expect_error([&] { import_hf_model(dir.string()); }, {"missing tensor 'lm_head.weight'"});
-  damaged_copy("llama_tied", dir, [](nlohmann::json& c) { c["model_type"] = "qwen3"; c["head_dim"] = 16; });
+  damaged_copy("llama_tied", dir, [](nlohmann::json& c) {
+    c["model_type"] = "qwen3";
+    c["head_dim"] = 16;
+  });
   expect_error([&] { import_hf_model(dir.string()); }, {"missing tensor 'model.layers.0.self_attn.", "_norm.weight'"});
   damaged_copy("llama_tied", dir, [](nlohmann::json& c) { c["intermediate_size"] = 40; });
   expect_error([&] { import_hf_model(dir.string()); }, {"model.safetensors", "mlp.", "has shape"});

@@ -63,7 +63,8 @@ TEST(Quantize, LoadedRunDecodesAsTheModelQuantisedAtLoad) {
       // head, W_U, W_G, then per layer q/k/v(/gate), gate/up and o (d_ff 176 is no multiple of 32: down stays fp32)
       EXPECT_EQ(grouped, 3 + (config.block == BlockKind::Llama ? 6 : 7) * config.n_layers);
       if (!config.tie_embeddings) {
-        EXPECT_TRUE(torch::equal(loaded->named_parameters()["embedding.weight"], model->named_parameters()["embedding.weight"]));
+        EXPECT_TRUE(torch::equal(loaded->named_parameters()["embedding.weight"],
+                                 model->named_parameters()["embedding.weight"]));
       }
 
       CpuDecoderOptions options{/*batch_invariant=*/true, weights};
@@ -93,7 +94,8 @@ TEST(Quantize, MisshapenGroupIsNamedByTheDecoder) {
   auto model = testing::make_test_model();
   CpuDecoder decoder(model, CpuDecoderOptions{false, DecodeWeights::Int8});
   auto groups = decoder.quantized_groups();
-  const auto it = std::find_if(groups.begin(), groups.end(), [](const auto& g) { return g.parts[0] == "blocks.0.attn.wo.weight"; });
+  const auto it =
+      std::find_if(groups.begin(), groups.end(), [](const auto& g) { return g.parts[0] == "blocks.0.attn.wo.weight"; });
   ASSERT_NE(it, groups.end());
   --it->rows;
   const auto path = (tmp.path / "q.safetensors").string();
@@ -113,8 +115,11 @@ TEST(Quantize, MetadataIsChecked) {
     return nlohmann::json{{"weights", "int8"}, {"groups", {g}}};
   };
   EXPECT_EQ(quantized_weights_from_json(group(nlohmann::json::object()), "f").groups.at(0).bytes(), 64 * 2 * 34);
-  expect_error([&] { quantized_weights_from_json({{"weights", "int3"}, {"groups", nlohmann::json::array()}}, "f"); },
-               {"f: metadata field 'quantized'.weights is \"int3\""});
+  expect_error(
+      [&] {
+        quantized_weights_from_json({{"weights", "int3"}, {"groups", nlohmann::json::array()}}, "f");
+      },
+      {"f: metadata field 'quantized'.weights is \"int3\""});
   expect_error([&] { quantized_weights_from_json(group({{"format", "Q5_K"}}), "f"); }, {"fusion.w_u.weight", "Q5_K"});
   expect_error([&] { quantized_weights_from_json(group({{"cols", 48}}), "f"); }, {"64 x 48", "32-value blocks"});
   expect_error([&] { quantized_weights_from_json(group({{"parts", nlohmann::json::array()}}), "f"); }, {"no parts"});

@@ -78,7 +78,8 @@ TEST(WriteFileAtomic, NamesTheOsErrorAndLeavesNoTemporary) {
 TEST(WriteDirectoryAtomic, TrailingSlashUserPartialAndEmptyOut) {
   testing::TempDir tmp;
   const auto out = tmp.path / "run";
-  write_directory_atomic(out.string() + "/", [](const std::string& dir) { testing::write_file(fs::path(dir) / "a.txt", "a"); });
+  write_directory_atomic(out.string() + "/",
+                         [](const std::string& dir) { testing::write_file(fs::path(dir) / "a.txt", "a"); });
   EXPECT_EQ(testing::slurp(out / "a.txt"), "a");
   EXPECT_FALSE(fs::exists(out / ".fbt-partial"));
   EXPECT_FALSE(fs::exists(tmp.path / "run.partial"));
@@ -93,7 +94,8 @@ TEST(WriteDirectoryAtomic, TrailingSlashUserPartialAndEmptyOut) {
   const auto killed = tmp.path / "killed";
   testing::write_file(tmp.path / "killed.partial" / ".fbt-partial", "");
   testing::write_file(tmp.path / "killed.partial" / "half.bin", "x");
-  write_directory_atomic(killed.string(), [](const std::string& dir) { testing::write_file(fs::path(dir) / "b.txt", "b"); });
+  write_directory_atomic(killed.string(),
+                         [](const std::string& dir) { testing::write_file(fs::path(dir) / "b.txt", "b"); });
   EXPECT_EQ(testing::slurp(killed / "b.txt"), "b");
   EXPECT_FALSE(fs::exists(killed / "half.bin"));
 

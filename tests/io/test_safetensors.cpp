@@ -24,9 +24,7 @@ std::string read_bytes(const std::string& path) {
   return ss.str();
 }
 
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
+void write_bytes(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 /// The raw bytes of `t` in row-major order.
 std::string tensor_bytes(const torch::Tensor& t) {
@@ -46,9 +44,8 @@ using fbt::testing::error_of;
 class TensorIO : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("fbt_tensor_io_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("fbt_tensor_io_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -73,7 +70,7 @@ TEST_F(TensorIO, RoundTripIsBitwiseForAllDtypes) {
       {"i8", torch::tensor({-128, 0, 127}, torch::kInt8)},
       {"u8", torch::tensor({0, 128, 255}, torch::kUInt8)},
       {"bool", torch::tensor({true, false, true})},
-      {"scalar", torch::tensor(2.5)},                       // 0-dim
+      {"scalar", torch::tensor(2.5)},                        // 0-dim
       {"empty", torch::zeros({0, 3})},                       // 0 elements
       {"param", torch::randn({3}, torch::requires_grad())},  // detached on save
   };
@@ -264,15 +261,13 @@ TEST_F(TensorIO, GarbageFileIsRejected) {
 
 TEST_F(TensorIO, MalformedHeaderEntriesAreRejected) {
   const std::string path = file("bad.safetensors");
-  const std::string meta =
-      R"("__metadata__": {"fbt": "{}", "sha256": ")" + std::string(64, '0') + R"("})";
+  const std::string meta = R"("__metadata__": {"fbt": "{}", "sha256": ")" + std::string(64, '0') + R"("})";
   auto load_error = [&](const std::string& entries, const std::string& data) {
     write_bytes(path, safetensors_file("{" + entries + ", " + meta + "}", data));
     return error_of([&] { fbt::load_tensors(path); });
   };
   const std::string data(16, '\0');
-  std::string msg =
-      load_error(R"("x": {"dtype": "C64", "shape": [2], "data_offsets": [0, 16]})", data);
+  std::string msg = load_error(R"("x": {"dtype": "C64", "shape": [2], "data_offsets": [0, 16]})", data);
   EXPECT_NE(msg.find("dtype"), std::string::npos) << msg;
   msg = load_error(R"("x": {"dtype": "F32", "shape": [3], "data_offsets": [0, 16]})", data);
   EXPECT_NE(msg.find("shape"), std::string::npos) << msg;
@@ -304,15 +299,13 @@ TEST_F(TensorIO, FailedSaveLeavesExistingFileIntact) {
 
   // Unsupported dtype.
   std::string msg = error_of([&] {
-    fbt::save_tensors(path,
-                      {{"w", torch::randn({5, 5})}, {"z", torch::zeros({2}, torch::kComplexFloat)}},
+    fbt::save_tensors(path, {{"w", torch::randn({5, 5})}, {"z", torch::zeros({2}, torch::kComplexFloat)}},
                       {{"step", 2}});
   });
   EXPECT_NE(msg.find(path), std::string::npos) << msg;
   EXPECT_NE(msg.find("'z'"), std::string::npos) << msg;
   // Duplicate and reserved names.
-  EXPECT_THROW(fbt::save_tensors(path, {{"w", torch::ones({1})}, {"w", torch::ones({1})}}, {}),
-               fbt::Error);
+  EXPECT_THROW(fbt::save_tensors(path, {{"w", torch::ones({1})}, {"w", torch::ones({1})}}, {}), fbt::Error);
   EXPECT_THROW(fbt::save_tensors(path, {{"__metadata__", torch::ones({1})}}, {}), fbt::Error);
   EXPECT_EQ(read_bytes(path), before);
   EXPECT_FALSE(fs::exists(path + ".tmp"));

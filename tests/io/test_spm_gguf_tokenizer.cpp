@@ -64,7 +64,8 @@ TEST(SpmGgufTokenizer, ImportedRunTokenizerGivesTheSameIds) {
   const auto dir = (tmp.path / "tokenizer").string();
   write_hf_tokenizer_dir(dir, imported.hf_tokenizer, imported.hf_tokenizer_config, kVocab);
   const auto tok = Tokenizer::load(dir);
-  for (const auto& e : expected_texts()) EXPECT_EQ(with_prefix(*tok, e.at("text")), e.at("ids").get<std::vector<int64_t>>());
+  for (const auto& e : expected_texts())
+    EXPECT_EQ(with_prefix(*tok, e.at("text")), e.at("ids").get<std::vector<int64_t>>());
 }
 
 // The merges are the score order: SentencePiece's first learned merge (the highest-scoring piece

@@ -45,9 +45,9 @@ struct AttentionCase {
 void expect_kernel_matches_reference(AttentionKernel kernel) {
   const auto dev = test_device();
   const auto f32 = torch::dtype(torch::kFloat).device(dev);
-  for (const AttentionCase c : {AttentionCase{"causal GQA", 4, 2, 7, 7, true}, AttentionCase{"causal MHA", 4, 4, 7, 7, true},
-                                AttentionCase{"padded+window GQA", 6, 2, 5, 9, false},
-                                AttentionCase{"decode GQA", 4, 1, 1, 12, false}}) {
+  for (const AttentionCase c :
+       {AttentionCase{"causal GQA", 4, 2, 7, 7, true}, AttentionCase{"causal MHA", 4, 4, 7, 7, true},
+        AttentionCase{"padded+window GQA", 6, 2, 5, 9, false}, AttentionCase{"decode GQA", 4, 1, 1, 12, false}}) {
     torch::manual_seed(3);
     const int64_t B = 2, Dh = 8;
     auto q = torch::randn({B, c.H, c.T, Dh}, f32), k = torch::randn({B, c.Hkv, c.S, Dh}, f32),

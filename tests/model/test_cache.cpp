@@ -33,10 +33,17 @@ TEST(KVCacheCarriedState, ShapesAreChecked) {
   const auto config = ModelConfig::preset("debug");
   KVCache cache(config, 2, 8, torch::dtype(torch::kFloat));
   const auto h = torch::zeros({2, config.d_model});
-  testing::expect_error([&] { cache.advance(torch::zeros({1, config.d_model}), torch::tensor({1, 2}), torch::tensor({1, 2})); },
-                        {"batch 2", "got [1, " + std::to_string(config.d_model) + "]"});
+  testing::expect_error(
+      [&] {
+        cache.advance(torch::zeros({1, config.d_model}), torch::tensor({1, 2}), torch::tensor({1, 2}));
+      },
+      {"batch 2", "got [1, " + std::to_string(config.d_model) + "]"});
   testing::expect_error([&] { cache.advance_step(h, torch::tensor({1, 2, 3})); }, {"3 tokens"});
-  testing::expect_error([&] { cache.advance(h, torch::tensor({1, 2}), torch::tensor({4})); }, {"1 next positions for 2 rows"});
+  testing::expect_error(
+      [&] {
+        cache.advance(h, torch::tensor({1, 2}), torch::tensor({4}));
+      },
+      {"1 next positions for 2 rows"});
 }
 
 TEST(KVCacheCarriedState, CloneIsDeep) {

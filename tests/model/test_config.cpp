@@ -17,14 +17,14 @@ int64_t count_parameters(FBT& model) {
 // Parameter count worked out by hand from paper Appendix A shapes (tied head counted once).
 int64_t hand_count(int64_t V, int64_t D, int64_t L, int64_t H, int64_t Hkv, int64_t F) {
   const int64_t Dh = D / H;
-  const int64_t per_layer = D * D        // W_q
+  const int64_t per_layer = D * D           // W_q
                             + D * Hkv * Dh  // W_k
                             + D * Hkv * Dh  // W_v
-                            + D * D        // W_o
-                            + D * H        // per-head output gate
-                            + 2 * Dh       // q, k RMSNorm gains
-                            + 3 * D * F    // SwiGLU
-                            + 4 * D;       // sandwich norm gains
+                            + D * D         // W_o
+                            + D * H         // per-head output gate
+                            + 2 * Dh        // q, k RMSNorm gains
+                            + 3 * D * F     // SwiGLU
+                            + 4 * D;        // sandwich norm gains
   return V * D + L * per_layer + 2 * D * D /* W_U, W_G */ + 2 * D /* input, final norm */;
 }
 
@@ -33,7 +33,7 @@ TEST(ModelConfig, OneBillionPresetParameterCount) {
   const int64_t expected = hand_count(100352, 1536, 24, 16, 8, 6656);
   EXPECT_EQ(c.parameter_count(), expected);
   EXPECT_NEAR(expected / 1e9, 1.065, 0.01);  // "≈1.06 B"
-  FBT model(c);  // constructing the 1b model on CPU works
+  FBT model(c);                              // constructing the 1b model on CPU works
   EXPECT_EQ(count_parameters(model), expected);
 }
 
@@ -48,8 +48,7 @@ TEST(ModelConfig, SmallAndDebugParameterCounts) {
 
 TEST(ModelConfig, OneBillionWindowLayout) {
   auto c = ModelConfig::preset("1b");
-  for (int64_t l = 0; l < c.n_layers; ++l)
-    EXPECT_EQ(c.layer_window(l), (l % 6 == 5) ? 0 : 2048) << "layer " << l;
+  for (int64_t l = 0; l < c.n_layers; ++l) EXPECT_EQ(c.layer_window(l), (l % 6 == 5) ? 0 : 2048) << "layer " << l;
 }
 
 TEST(ModelConfig, JsonRoundTrip) {

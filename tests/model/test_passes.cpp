@@ -10,14 +10,15 @@
 namespace fbt {
 namespace {
 using testing::make_test_model;
-using testing::test_device;
 using testing::max_abs_diff;
+using testing::test_device;
 
 // Test 5a: finite-difference check of the fusion RMSNorm_in((W_U h) ⊙ σ(W_G e_n)) in float64,
 // for both blocks (the Llama block's plain input is e itself; e_n is formed inside fused_input).
 TEST(Passes, FusionGradientMatchesFiniteDifferences) {
-  for (auto [fusion, block] : {std::pair{Fusion::Glu, BlockKind::Fbt}, std::pair{Fusion::GluPlusToken, BlockKind::Fbt},
-                               std::pair{Fusion::Glu, BlockKind::Llama}, std::pair{Fusion::GluPlusToken, BlockKind::Llama}}) {
+  for (auto [fusion, block] :
+       {std::pair{Fusion::Glu, BlockKind::Fbt}, std::pair{Fusion::GluPlusToken, BlockKind::Fbt},
+        std::pair{Fusion::Glu, BlockKind::Llama}, std::pair{Fusion::GluPlusToken, BlockKind::Llama}}) {
     auto c = ModelConfig::preset("debug");
     c.fusion = fusion;
     c.block = block;
@@ -119,8 +120,7 @@ TEST(Passes, TotalLossCombinesPasses) {
   o.later_weight = 0.5;
   auto out = forward_passes(model, tokens, targets, o);
   ASSERT_EQ(out.losses.size(), 3u);
-  const double l1 = out.losses[0].item<double>(), l2 = out.losses[1].item<double>(),
-               l3 = out.losses[2].item<double>();
+  const double l1 = out.losses[0].item<double>(), l2 = out.losses[1].item<double>(), l3 = out.losses[2].item<double>();
   EXPECT_NEAR(out.loss.item<double>(), l1 + 0.5 * (l2 + l3) / 2, 1e-5);
   // Pass 1 is standard teacher forcing: cross-entropy of the plain forward, computed by hand.
   auto logp = torch::log_softmax(model->forward(tokens), -1);
@@ -331,12 +331,15 @@ TEST(RunPasses, ToyRecurrenceByHandAndSpansWithTheCarry) {
   const auto x = torch::arange(1, T + 1, torch::kDouble).view({1, T, 1}) * torch::tensor({1.0, -2.0}, torch::kDouble);
   auto run = [&](int64_t t0, int64_t m, std::vector<torch::Tensor>* carry) {
     std::vector<torch::Tensor> states;
-    run_passes(K, [&](int64_t k, const torch::Tensor& before) {
-      auto h = x.narrow(1, t0, m).clone();
-      if (k > 1) h += 0.5 * before;
-      states.push_back(h);
-      return h;
-    }, carry);
+    run_passes(
+        K,
+        [&](int64_t k, const torch::Tensor& before) {
+          auto h = x.narrow(1, t0, m).clone();
+          if (k > 1) h += 0.5 * before;
+          states.push_back(h);
+          return h;
+        },
+        carry);
     return states;  // per pass [1,m,2]
   };
   const auto whole = run(0, T, nullptr);
@@ -354,7 +357,13 @@ TEST(RunPasses, ToyRecurrenceByHandAndSpansWithTheCarry) {
   ASSERT_EQ(carry.size(), size_t(K - 1));
   EXPECT_TRUE(torch::equal(carry[0], whole[0].narrow(1, T - 1, 1)));
   std::vector<torch::Tensor> wrong(4);
-  EXPECT_THROW(run_passes(K, [](int64_t, const torch::Tensor&) { return torch::zeros({1, 1, 1}); }, &wrong), Error);
+  EXPECT_THROW(run_passes(
+                   K,
+                   [](int64_t, const torch::Tensor&) {
+                     return torch::zeros({1, 1, 1});
+                   },
+                   &wrong),
+               Error);
   EXPECT_THROW(run_passes(0, [](int64_t, const torch::Tensor&) { return torch::Tensor(); }), Error);
 }
 

@@ -127,7 +127,8 @@ TEST(Reference, KPassLossesMatchPyTorchReference) {
 
     std::cout << "[ reference ] " << c.name << ": pass CE fbt / reference:";
     for (size_t k = 0; k < 3; ++k)
-      std::cout << " " << std::setprecision(10) << out.losses[k].item<double>() << " / " << ref["losses"][k].get<double>();
+      std::cout << " " << std::setprecision(10) << out.losses[k].item<double>() << " / "
+                << ref["losses"][k].get<double>();
     std::cout << "\n";
     auto near = [](double ref_value, const torch::Tensor& ours, const std::string& what) {
       const double v = ours.item<double>();

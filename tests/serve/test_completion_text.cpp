@@ -27,7 +27,8 @@ TEST(ChoiceText, IncompleteCharactersWaitForTheirLastByte) {
   const ByteTokenizer bytes;
   ChoiceText text(bytes, {});
   // "é" = C3 A9, "€" = E2 82 AC: nothing is final until a character is whole.
-  EXPECT_EQ(push_all(text, "a\xC3\xA9\xE2\x82\xAC"), (std::vector<std::string>{"a", "", "\xC3\xA9", "", "", "\xE2\x82\xAC"}));
+  EXPECT_EQ(push_all(text, "a\xC3\xA9\xE2\x82\xAC"),
+            (std::vector<std::string>{"a", "", "\xC3\xA9", "", "", "\xE2\x82\xAC"}));
   // Offsets count characters of the whole text before each token: a=0, C3=1, A9=1 (C3 alone is
   // not yet a character), E2=2, 82=2, AC=2.
   EXPECT_EQ(text.offsets(), (std::vector<int64_t>{0, 1, 1, 2, 2, 2}));

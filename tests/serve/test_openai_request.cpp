@@ -103,57 +103,60 @@ TEST_F(OpenAiRequest, CompletionFieldsAreRead) {
 TEST_F(OpenAiRequest, CompletionContextLimits) {
   // 31 tokens (EOS + 30 bytes) leave one to generate in a 32-token context; 32 fit only for scoring.
   const std::string b30(30, 'b'), b31(31, 'b');
-  EXPECT_EQ(parse_completion_request(R"({"prompt": ")" + b30 + R"(", "max_tokens": 100})", model_).prompts[0].size(), 31u);
+  EXPECT_EQ(parse_completion_request(R"({"prompt": ")" + b30 + R"(", "max_tokens": 100})", model_).prompts[0].size(),
+            31u);
   const auto full = R"({"prompt": ")" + b31 + R"(", "max_tokens": 0, "echo": true})";
   EXPECT_EQ(parse_completion_request(full, model_).prompts[0].size(), 32u);
-  const auto e = refusal([&](const std::string& b) { parse_completion_request(b, model_); },
-                         R"({"prompt": ")" + b31 + R"("})");
+  const auto e =
+      refusal([&](const std::string& b) { parse_completion_request(b, model_); }, R"({"prompt": ")" + b31 + R"("})");
   EXPECT_EQ(e.param, "prompt");
-  EXPECT_NE(std::string(e.what()).find("the prompt is 32 tokens but the model context is 32 tokens"),
-            std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("the prompt is 32 tokens but the model context is 32 tokens"), std::string::npos)
+      << e.what();
 }
 
 TEST_F(OpenAiRequest, EveryRefusedCompletionNamesItsField) {
-  expect_refused([&](const std::string& b) { parse_completion_request(b, model_); }, {
-      {R"({"prompt": "a",)", "", "not valid JSON"},
-      {R"(["prompt"])", "", "must be a JSON object"},
-      {R"({})", "prompt", "is required"},
-      {R"({"prompt": 5})", "prompt", "expected a string"},
-      {R"({"prompt": []})", "prompt", "expected a string"},
-      {R"({"prompt": ["a", 1]})", "prompt", "differ in type"},
-      {R"({"prompt": [[]]})", "prompt", "must not be empty"},
-      {R"({"prompt": [259]})", "prompt", "outside the vocabulary [0, 259)"},
-      {R"({"prompt": [-1]})", "prompt", "outside the vocabulary"},
-      {R"({"prompt": [1.5]})", "prompt", "must be integers"},
-      {R"({"prompt": "a", "max_tokens": -1})", "max_tokens", "must be >= 0"},
-      {R"({"prompt": "a", "max_tokens": 0})", "max_tokens", "0 only with echo"},
-      {R"({"prompt": "a", "max_tokens": "5"})", "max_tokens", "expected an integer"},
-      {R"({"prompt": "a", "n": 0})", "n", "must be in [1, 128]"},
-      {R"({"prompt": "a", "n": 2.0})", "n", "expected an integer"},
-      {R"({"prompt": "a", "temperature": 2.5})", "temperature", "must be 0 (greedy) or in"},
-      {R"({"prompt": "a", "temperature": -1})", "temperature", "must be 0"},
-      {R"({"prompt": "a", "temperature": "hot"})", "temperature", "expected a number"},
-      {R"({"prompt": "a", "top_p": 0})", "top_p", "must be in (0, 1]"},
-      {R"({"prompt": "a", "top_k": -2})", "top_k", "must be >= 1, or 0 or -1 for all tokens (got -2)"},
-      {R"({"prompt": "a", "seed": -1})", "seed", "expected an integer in [0, 2^64-1]"},
-      {R"({"prompt": "a", "stop": 3})", "stop", "expected a string or a list"},
-      {R"({"prompt": "a", "stop": [""]})", "stop", "must not be empty"},
-      {R"({"prompt": "a", "stop": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]})", "stop",
-       "at most 16"},
-      {R"({"prompt": "a", "echo": 1})", "echo", "expected true or false"},
-      {R"({"prompt": "a", "logprobs": true})", "logprobs", "expected an integer"},
-      {R"({"prompt": "a", "logprobs": 21})", "logprobs", "must be in [0, 20]"},
-      {R"({"prompt": "a", "stream": "yes"})", "stream", "expected true or false"},
-      {R"({"prompt": "a", "stream_options": 1})", "stream_options", "expected an object"},
-      {R"({"prompt": "a", "fbt_mode": "turbo"})", "fbt_mode", "unknown value 'turbo'"},
-      {R"({"prompt": "a", "fbt_mode": 1})", "fbt_mode", "expected a string"},
-      {R"({"prompt": "a", "fbt_fused_passes": 0})", "fbt_fused_passes", "must be in [1, 64]"},
-      {R"({"prompt": "a", "model": 3})", "model", "expected a string"},
-      {R"({"prompt": "a", "presence_penalty": 0.5})", "presence_penalty", "only 0"},
-      {R"({"prompt": "a", "logit_bias": {"1": 5}})", "logit_bias", "not supported"},
-      {R"({"prompt": "a", "suffix": "z"})", "suffix", "not supported"},
-      {R"({"prompt": "a", "best_of": 2})", "best_of", "only best_of = n"},
-  });
+  expect_refused(
+      [&](const std::string& b) { parse_completion_request(b, model_); },
+      {
+          {R"({"prompt": "a",)", "", "not valid JSON"},
+          {R"(["prompt"])", "", "must be a JSON object"},
+          {R"({})", "prompt", "is required"},
+          {R"({"prompt": 5})", "prompt", "expected a string"},
+          {R"({"prompt": []})", "prompt", "expected a string"},
+          {R"({"prompt": ["a", 1]})", "prompt", "differ in type"},
+          {R"({"prompt": [[]]})", "prompt", "must not be empty"},
+          {R"({"prompt": [259]})", "prompt", "outside the vocabulary [0, 259)"},
+          {R"({"prompt": [-1]})", "prompt", "outside the vocabulary"},
+          {R"({"prompt": [1.5]})", "prompt", "must be integers"},
+          {R"({"prompt": "a", "max_tokens": -1})", "max_tokens", "must be >= 0"},
+          {R"({"prompt": "a", "max_tokens": 0})", "max_tokens", "0 only with echo"},
+          {R"({"prompt": "a", "max_tokens": "5"})", "max_tokens", "expected an integer"},
+          {R"({"prompt": "a", "n": 0})", "n", "must be in [1, 128]"},
+          {R"({"prompt": "a", "n": 2.0})", "n", "expected an integer"},
+          {R"({"prompt": "a", "temperature": 2.5})", "temperature", "must be 0 (greedy) or in"},
+          {R"({"prompt": "a", "temperature": -1})", "temperature", "must be 0"},
+          {R"({"prompt": "a", "temperature": "hot"})", "temperature", "expected a number"},
+          {R"({"prompt": "a", "top_p": 0})", "top_p", "must be in (0, 1]"},
+          {R"({"prompt": "a", "top_k": -2})", "top_k", "must be >= 1, or 0 or -1 for all tokens (got -2)"},
+          {R"({"prompt": "a", "seed": -1})", "seed", "expected an integer in [0, 2^64-1]"},
+          {R"({"prompt": "a", "stop": 3})", "stop", "expected a string or a list"},
+          {R"({"prompt": "a", "stop": [""]})", "stop", "must not be empty"},
+          {R"({"prompt": "a", "stop": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]})", "stop",
+           "at most 16"},
+          {R"({"prompt": "a", "echo": 1})", "echo", "expected true or false"},
+          {R"({"prompt": "a", "logprobs": true})", "logprobs", "expected an integer"},
+          {R"({"prompt": "a", "logprobs": 21})", "logprobs", "must be in [0, 20]"},
+          {R"({"prompt": "a", "stream": "yes"})", "stream", "expected true or false"},
+          {R"({"prompt": "a", "stream_options": 1})", "stream_options", "expected an object"},
+          {R"({"prompt": "a", "fbt_mode": "turbo"})", "fbt_mode", "unknown value 'turbo'"},
+          {R"({"prompt": "a", "fbt_mode": 1})", "fbt_mode", "expected a string"},
+          {R"({"prompt": "a", "fbt_fused_passes": 0})", "fbt_fused_passes", "must be in [1, 64]"},
+          {R"({"prompt": "a", "model": 3})", "model", "expected a string"},
+          {R"({"prompt": "a", "presence_penalty": 0.5})", "presence_penalty", "only 0"},
+          {R"({"prompt": "a", "logit_bias": {"1": 5}})", "logit_bias", "not supported"},
+          {R"({"prompt": "a", "suffix": "z"})", "suffix", "not supported"},
+          {R"({"prompt": "a", "best_of": 2})", "best_of", "only best_of = n"},
+      });
 }
 
 // A value nested 100000 deep is refused without printing it (that would recurse once per level).
@@ -182,20 +185,22 @@ TEST_F(OpenAiRequest, ChatRendersTheTemplateAndFillsTheContext) {
 
 TEST_F(OpenAiRequest, EveryRefusedChatNamesItsField) {
   const std::string user = R"("messages": [{"role": "user", "content": "hi"}])";
-  expect_refused([&](const std::string& b) { parse_chat_request(b, model_); }, {
-      {R"({"messages": "hi"})", "messages", "messages"},
-      {R"({"messages": []})", "messages", "messages"},
-      {R"({"messages": [{"role": "robot", "content": "hi"}]})", "messages", "robot"},
-      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", "messages", "only text content"},
-      {"{}", "messages", "is required"},
-      {R"({"messages": [{"role": "user", "content": ")" + std::string(20, 'x') + R"("}]})", "messages",
-       "the prompt is 40 tokens but the model context is 32"},
-      {"{" + user + R"(, "max_tokens": 0})", "max_tokens", "must be >= 1"},
-      {"{" + user + R"(, "max_completion_tokens": 0})", "max_completion_tokens", "must be >= 1"},
-      {"{" + user + R"(, "logprobs": true})", "logprobs", "not supported"},
-      {"{" + user + R"(, "n": 0})", "n", "must be in [1, 128]"},
-      {"{" + user + R"(, "fbt_mode": "x"})", "fbt_mode", "unknown value"},
-  });
+  expect_refused(
+      [&](const std::string& b) { parse_chat_request(b, model_); },
+      {
+          {R"({"messages": "hi"})", "messages", "messages"},
+          {R"({"messages": []})", "messages", "messages"},
+          {R"({"messages": [{"role": "robot", "content": "hi"}]})", "messages", "robot"},
+          {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", "messages", "only text content"},
+          {"{}", "messages", "is required"},
+          {R"({"messages": [{"role": "user", "content": ")" + std::string(20, 'x') + R"("}]})", "messages",
+           "the prompt is 40 tokens but the model context is 32"},
+          {"{" + user + R"(, "max_tokens": 0})", "max_tokens", "must be >= 1"},
+          {"{" + user + R"(, "max_completion_tokens": 0})", "max_completion_tokens", "must be >= 1"},
+          {"{" + user + R"(, "logprobs": true})", "logprobs", "not supported"},
+          {"{" + user + R"(, "n": 0})", "n", "must be in [1, 128]"},
+          {"{" + user + R"(, "fbt_mode": "x"})", "fbt_mode", "unknown value"},
+      });
   ServedModel no_chat = model_;
   no_chat.chat = nullptr;
   const auto e = refusal([&](const std::string& b) { parse_chat_request(b, no_chat); }, "{" + user + "}");

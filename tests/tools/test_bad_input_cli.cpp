@@ -17,9 +17,8 @@ using testing::make_run_dir;
 using testing::write_file;
 
 struct BadInputCli : ::testing::Test {
-  fs::path dir = fs::temp_directory_path() /
-                 ("fbt_badcli_" + std::to_string(::getpid()) + "_" +
-                  ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  fs::path dir = fs::temp_directory_path() / ("fbt_badcli_" + std::to_string(::getpid()) + "_" +
+                                              ::testing::UnitTest::GetInstance()->current_test_info()->name());
   fs::path run = dir / "run", data = dir / "data", mem = dir / "MEM.jsonl", a_dir = dir / "a_dir";
   std::string RUN, DATA, MEM;
 
@@ -113,10 +112,10 @@ TEST_F(BadInputCli, EvalWithoutItemsFailsBeforeLoadingTheCheckpoint) {
 
 TEST_F(BadInputCli, HelpShowsTheRanges) {
   const auto help = [&](const std::string& sub) { return fbt_cli(sub + " --help").out; };
-  EXPECT_NE(help("generate").find("NUMBER in (0, 1]"), std::string::npos);         // --top-p
-  EXPECT_NE(help("train").find("INT in [1, 1099511627776]"), std::string::npos);   // --steps
-  EXPECT_NE(help("bench").find("INT in [0, 1024]"), std::string::npos);            // --threads
-  EXPECT_NE(help("eval-loss").find("-1 (all) or INT >= 1"), std::string::npos);    // --max-tokens
+  EXPECT_NE(help("generate").find("NUMBER in (0, 1]"), std::string::npos);        // --top-p
+  EXPECT_NE(help("train").find("INT in [1, 1099511627776]"), std::string::npos);  // --steps
+  EXPECT_NE(help("bench").find("INT in [0, 1024]"), std::string::npos);           // --threads
+  EXPECT_NE(help("eval-loss").find("-1 (all) or INT >= 1"), std::string::npos);   // --max-tokens
 }
 
 TEST_F(BadInputCli, SettingsOutOfRangeNameTheKeyAndLeaveNoRun) {
@@ -127,27 +126,29 @@ TEST_F(BadInputCli, SettingsOutOfRangeNameTheKeyAndLeaveNoRun) {
   // 16M sequences: terabytes of logits, refused before anything is allocated.
   expect_clean_failure(train + "--set train.batch_size=16000000", "train.batch_size=16000000");
   write_file(dir / "c.json", R"({"model": "debug", "train": {"steps": 18446744073709551615}})");
-  expect_clean_failure("train --config " + (dir / "c.json").string() + " --data " + DATA + " --out " +
-                           (dir / "r").string(),
-                       "field 'steps'");
+  expect_clean_failure(
+      "train --config " + (dir / "c.json").string() + " --data " + DATA + " --out " + (dir / "r").string(),
+      "field 'steps'");
   EXPECT_FALSE(fs::exists(dir / "r" / "run.json"));
 }
 
 TEST_F(BadInputCli, OutputPathsAreCheckedBeforeTheWork) {
   write_file(dir / "plain", "x");
   const std::string missing = (dir / "missing" / "out.json").string(), under_file = (dir / "plain" / "x").string();
-  expect_clean_failure("synth --task memory --n 2 --out " + a_dir.string(), "--out " + a_dir.string() + ": Is a directory");
+  expect_clean_failure("synth --task memory --n 2 --out " + a_dir.string(),
+                       "--out " + a_dir.string() + ": Is a directory");
   expect_clean_failure("eval-loss --checkpoint " + RUN + " --data " + DATA + " --json " + missing,
                        "--json " + missing + ": No such file or directory");
   // eval and eval-probe: refused before the checkpoint or the task data are read.
-  expect_clean_failure("eval arc_easy --checkpoint " + RUN + " --data-dir " + (dir / "nowhere").string() + " --out " +
-                           a_dir.string(),
-                       "--out " + a_dir.string() + ": Is a directory");
-  expect_clean_failure("eval gsm8k --checkpoint " + RUN + " --data-dir " + (dir / "nowhere").string() +
-                           " --samples " + under_file,
-                       "--samples " + under_file + ": Not a directory");
+  expect_clean_failure(
+      "eval arc_easy --checkpoint " + RUN + " --data-dir " + (dir / "nowhere").string() + " --out " + a_dir.string(),
+      "--out " + a_dir.string() + ": Is a directory");
+  expect_clean_failure(
+      "eval gsm8k --checkpoint " + RUN + " --data-dir " + (dir / "nowhere").string() + " --samples " + under_file,
+      "--samples " + under_file + ": Not a directory");
   expect_clean_failure("eval-probe " + MEM + " --checkpoint " + RUN + " --out " + missing, "--out " + missing);
-  expect_clean_failure("bench --preset debug --tests train --out " + a_dir.string(), "--out " + a_dir.string() + ": Is a directory");
+  expect_clean_failure("bench --preset debug --tests train --out " + a_dir.string(),
+                       "--out " + a_dir.string() + ": Is a directory");
   expect_clean_failure("bench --preset debug --tests train --results-dir " + under_file, "--results-dir " + under_file);
   expect_clean_failure("prepare --input " + (dir / "corpus").string() + " --tokenizer byte --out " + under_file,
                        "--out " + under_file + ": Not a directory");
@@ -156,8 +157,10 @@ TEST_F(BadInputCli, OutputPathsAreCheckedBeforeTheWork) {
 }
 
 TEST_F(BadInputCli, BenchResultsDirKeepsTheEarlierRunOfTheDay) {
-  const std::string bench = "bench --preset debug --tests prefill --batch-sizes 1 --contexts 8 --reps 1 --warmup 0 "
-                            "--peak-size 64 --threads 1 --hardware testhw --results-dir " + (dir / "res").string();
+  const std::string bench =
+      "bench --preset debug --tests prefill --batch-sizes 1 --contexts 8 --reps 1 --warmup 0 "
+      "--peak-size 64 --threads 1 --hardware testhw --results-dir " +
+      (dir / "res").string();
   ASSERT_EQ(fbt_cli(bench).rc, 0);
   const auto second = fbt_cli(bench);
   ASSERT_EQ(second.rc, 0) << second.err;

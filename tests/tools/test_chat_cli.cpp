@@ -75,15 +75,17 @@ TEST(ChatCli, PipedSessionRepliesCommandsAndTruncation) {
   const std::string first = "hello", second = "second message here";
   const std::string input = first + "\n/mode bogus\n/temperature abc\n/mode soft\n" + second + "\n/quit\n";
   testing::write_file(tmp.path / "input", input);
-  const auto r = testing::run_cli(tmp.path, "chat --checkpoint " + run.string() +
-                                                " --temperature 0 --max-new-tokens 8 < " + (tmp.path / "input").string());
+  const auto r =
+      testing::run_cli(tmp.path, "chat --checkpoint " + run.string() + " --temperature 0 --max-new-tokens 8 < " +
+                                     (tmp.path / "input").string());
   ASSERT_EQ(r.rc, 0) << r.err;
   const std::string reply1 = greedy_reply(model, {{"user", first}}, DecodeMode::Standard, 8);
   const std::string reply2 = greedy_reply(model, {{"user", second}}, DecodeMode::Soft, 8);
   // Piped input is echoed after the prompt, so each reply starts on its own line (issue 36).
   EXPECT_NE(r.out.find("[standard] you> " + first + "\n" + as_printed(reply1) + "\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("/mode takes one of standard, soft, fused (got 'bogus'); the mode stays standard"),
-            std::string::npos) << r.out;
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("/temperature takes a number"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(mode soft)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[soft] you> " + second + "\n" + as_printed(reply2) + "\n"), std::string::npos) << r.out;
@@ -94,8 +96,10 @@ TEST(ChatCli, PipedSessionRepliesCommandsAndTruncation) {
 
   // The end of the input ends the session as /quit does.
   testing::write_file(tmp.path / "input", first + "\n");
-  const auto eof = testing::run_cli(tmp.path, "chat --checkpoint " + run.string() + " --temperature 0 "
-                                              "--max-new-tokens 8 < " + (tmp.path / "input").string());
+  const auto eof = testing::run_cli(tmp.path, "chat --checkpoint " + run.string() +
+                                                  " --temperature 0 "
+                                                  "--max-new-tokens 8 < " +
+                                                  (tmp.path / "input").string());
   EXPECT_EQ(eof.rc, 0) << eof.err;
   EXPECT_EQ(prompt_lengths(eof.err).size(), 1u) << eof.err;
   // Without --max-new-tokens, 256 does not fit the 64-token context: replies get half of it.
@@ -108,17 +112,20 @@ TEST(ChatCli, BadFlagsAndMissingCheckpointAreErrors) {
   testing::TempDir tmp;
   const fs::path run = tmp.path / "run";
   testing::make_run_dir(run, ByteTokenizer::kVocab);
-  const auto missing = testing::run_cli(tmp.path, "chat --checkpoint " + (tmp.path / "nowhere").string() + " < /dev/null");
+  const auto missing =
+      testing::run_cli(tmp.path, "chat --checkpoint " + (tmp.path / "nowhere").string() + " < /dev/null");
   EXPECT_EQ(missing.rc, 1);
   EXPECT_NE(missing.err.find("error:"), std::string::npos) << missing.err;
   EXPECT_NE(missing.err.find("nowhere"), std::string::npos) << missing.err;
-  const auto room = testing::run_cli(tmp.path, "chat --checkpoint " + run.string() + " --max-new-tokens 64 < /dev/null");
+  const auto room =
+      testing::run_cli(tmp.path, "chat --checkpoint " + run.string() + " --max-new-tokens 64 < /dev/null");
   EXPECT_EQ(room.rc, 1);
   EXPECT_NE(room.err.find("--max-new-tokens 64 leaves no room"), std::string::npos) << room.err;
   const auto mode = testing::run_cli(tmp.path, "chat --checkpoint " + run.string() + " --mode fast < /dev/null");
   EXPECT_EQ(mode.rc, 1);
   EXPECT_NE(mode.err.find("--mode"), std::string::npos) << mode.err;
-  const auto tmpl = testing::run_cli(tmp.path, "chat --checkpoint " + run.string() + " --chat-template chatml < /dev/null");
+  const auto tmpl =
+      testing::run_cli(tmp.path, "chat --checkpoint " + run.string() + " --chat-template chatml < /dev/null");
   EXPECT_EQ(tmpl.rc, 1);
   EXPECT_NE(tmpl.err.find("<|im_start|>"), std::string::npos) << tmpl.err;
 }
@@ -181,8 +188,8 @@ TEST(ChatCli, CtrlCWhileAWriteBlocksStillStopsTheReply) {
     ::dup2(out[1], 1);
     ::dup2(::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
     ::close(out[0]);
-    ::execl(FBT_CLI, FBT_CLI, "chat", "--checkpoint", checkpoint.c_str(), "--temperature", "0",
-            "--max-new-tokens", "12000", static_cast<char*>(nullptr));
+    ::execl(FBT_CLI, FBT_CLI, "chat", "--checkpoint", checkpoint.c_str(), "--temperature", "0", "--max-new-tokens",
+            "12000", static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ::close(out[1]);
@@ -234,9 +241,10 @@ class TmuxChat {
     const fs::path run = tmp_.path / "run";
     testing::make_run_dir(run, ByteTokenizer::kVocab, context, endless ? zero_eos_embedding : nullptr);
     testing::write_file(tmp_.path / "tmux.conf", "set -g history-limit 100000\n");
-    tmux("-f " + (tmp_.path / "tmux.conf").string() + " new-session -d -s chat -x 160 -y 50 /bin/sh -c "
-         "'trap : INT; \"$0\" \"$@\"; echo \"[exit $?]\"; sleep 100000' " + FBT_CLI + " chat --checkpoint " +
-         run.string() + " " + args);
+    tmux("-f " + (tmp_.path / "tmux.conf").string() +
+         " new-session -d -s chat -x 160 -y 50 /bin/sh -c "
+         "'trap : INT; \"$0\" \"$@\"; echo \"[exit $?]\"; sleep 100000' " +
+         FBT_CLI + " chat --checkpoint " + run.string() + " " + args);
   }
   ~TmuxChat() { tmux("kill-server"); }
 
@@ -285,9 +293,10 @@ class TmuxChat {
   if (!fs::exists("/usr/bin/tmux")) GTEST_SKIP() << "tmux is not installed (/usr/bin/tmux): apt-get install tmux"
 
 /// Waits until the screen shows `prompt` (e.g. "[soft] you> ") `n` times.
-#define WAIT_PROMPTS(chat, prompt, n)                                                          \
+#define WAIT_PROMPTS(chat, prompt, n)                                                       \
   ASSERT_TRUE(chat.wait_for([&](const std::string& s) { return count(s, prompt) >= (n); })) \
-      << "waiting for " << (n) << " x '" << prompt << "':\n" << chat.screen()
+      << "waiting for " << (n) << " x '" << prompt << "':\n"                                \
+      << chat.screen()
 
 // Two turns in each mode with /mode between them, then /reset and a bad /mode in a real terminal.
 // Each reply prints its statistics: the prompt grows with the conversation across the mode switches
@@ -355,8 +364,7 @@ TEST(ChatCli, TmuxCtrlCStopsTheReplyNotTheSession) {
   // The second reply runs to 12000 tokens too: stop it the same way.
   chat.type("go on");
   const size_t before_second = chat.screen().size();
-  ASSERT_TRUE(chat.wait_for([&](const std::string& s) { return s.size() > before_second + 200; }, 30))
-      << chat.screen();
+  ASSERT_TRUE(chat.wait_for([&](const std::string& s) { return s.size() > before_second + 200; }, 30)) << chat.screen();
   chat.ctrl_c();
   WAIT_PROMPTS(chat, "[standard] you> ", 3);
   EXPECT_EQ(count(chat.screen(), " [stopped]"), 2u) << chat.screen();

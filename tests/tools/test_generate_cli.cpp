@@ -20,9 +20,8 @@ using testing::slurp;
 using testing::write_file;
 
 struct GenerateCli : ::testing::Test {
-  fs::path dir = fs::temp_directory_path() /
-                 ("fbt_gencli_" + std::to_string(::getpid()) + "_" +
-                  ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  fs::path dir = fs::temp_directory_path() / ("fbt_gencli_" + std::to_string(::getpid()) + "_" +
+                                              ::testing::UnitTest::GetInstance()->current_test_info()->name());
   fs::path run = dir / "run";
   FBT model{nullptr};
   ByteTokenizer tokenizer;
@@ -52,7 +51,8 @@ struct GenerateCli : ::testing::Test {
 };
 
 TEST_F(GenerateCli, GreedyOutputMatchesInProcessGeneration) {
-  const auto r = fbt_cli("generate --checkpoint " + run.string() + " --prompt hello --max-new-tokens 8 --temperature 0");
+  const auto r =
+      fbt_cli("generate --checkpoint " + run.string() + " --prompt hello --max-new-tokens 8 --temperature 0");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out, greedy_text("hello", DecodeMode::Standard, 8) + "\n");
   EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
@@ -88,17 +88,20 @@ TEST_F(GenerateCli, AllModesPrintsOneSectionPerMode) {
 // More new tokens than the context leaves room for: capped, and said so (the debug context is 64:
 // [EOS] + "hello" leaves 58).
 TEST_F(GenerateCli, MaxNewTokensBeyondTheContextIsCappedWithANote) {
-  const auto r = fbt_cli("generate --checkpoint " + run.string() + " --prompt hello --max-new-tokens 1000 --temperature 0");
+  const auto r =
+      fbt_cli("generate --checkpoint " + run.string() + " --prompt hello --max-new-tokens 1000 --temperature 0");
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_NE(r.err.find("note: --max-new-tokens 1000 is capped at 58 by the model context (64 tokens, 6 of them the prompt)"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find("note: --max-new-tokens 1000 is capped at 58 by the model context (64 tokens, 6 of them the prompt)"),
+      std::string::npos)
       << r.err;
   EXPECT_EQ(r.out, greedy_text("hello", DecodeMode::Standard, 58) + "\n");
 }
 
 // Issue 36: --top-k -1 is "all tokens", as serve's top_k -1 (vLLM's convention) and --top-k 0.
 TEST_F(GenerateCli, TopKMinusOneKeepsEveryTokenAsInServe) {
-  const std::string sampled = "generate --checkpoint " + run.string() + " --prompt hi --max-new-tokens 12 --temperature 1 --seed 7";
+  const std::string sampled =
+      "generate --checkpoint " + run.string() + " --prompt hi --max-new-tokens 12 --temperature 1 --seed 7";
   const auto all = fbt_cli(sampled + " --top-k 0");
   ASSERT_EQ(all.rc, 0) << all.err;
   const auto off = fbt_cli(sampled + " --top-k -1");
@@ -130,7 +133,7 @@ TEST_F(GenerateCli, BadInputFailsWithAClearMessage) {
 TEST_F(GenerateCli, EvalLossPrintsTableAndWritesJson) {
   for (int i = 0; i < 10; ++i)
     write_file(dir / "corpus" / ("doc" + std::to_string(i) + ".txt"),
-          "Document " + std::to_string(i) + ": the quick brown fox jumps over the lazy dog, again and again.\n");
+               "Document " + std::to_string(i) + ": the quick brown fox jumps over the lazy dog, again and again.\n");
   const fs::path data = dir / "data";
   auto r = fbt_cli("prepare --input " + (dir / "corpus").string() + " --out " + data.string() + " --tokenizer byte");
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
@@ -163,7 +166,8 @@ TEST_F(GenerateCli, EvalLossRejectsDataOfAnotherVocab) {
   const fs::path data = dir / "data";
   write_file(dir / "corpus" / "a.txt", "one document\n");
   write_file(dir / "corpus" / "b.txt", "another document\n");
-  ASSERT_EQ(fbt_cli("prepare --input " + (dir / "corpus").string() + " --out " + data.string() + " --tokenizer byte").rc, 0);
+  ASSERT_EQ(
+      fbt_cli("prepare --input " + (dir / "corpus").string() + " --out " + data.string() + " --tokenizer byte").rc, 0);
   auto r = fbt_cli("eval-loss --checkpoint " + other.string() + " --data " + data.string());
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find("vocab_size 259"), std::string::npos) << r.err;

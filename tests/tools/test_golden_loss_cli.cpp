@@ -44,8 +44,8 @@ TEST(GoldenLoss, DebugPresetTenStepsMatchThePinnedLosses) {
   testing::TempDir tmp;
   testing::write_file(tmp.path / "corpus.txt", arithmetic_corpus());
   const auto data = (tmp.path / "data").string(), run = (tmp.path / "run").string();
-  auto r = testing::run_cli(tmp.path, "prepare --input " + (tmp.path / "corpus.txt").string() + " --out " + data +
-                                          " --tokenizer byte");
+  auto r = testing::run_cli(
+      tmp.path, "prepare --input " + (tmp.path / "corpus.txt").string() + " --out " + data + " --tokenizer byte");
   ASSERT_EQ(r.rc, 0) << r.err;
   r = testing::run_cli(tmp.path, "train --config debug --data " + data + " --out " + run +
                                      " --steps 10 --threads 1 --set train.eval_every=0 --set train.checkpoint_every=0");
@@ -62,10 +62,12 @@ TEST(GoldenLoss, DebugPresetTenStepsMatchThePinnedLosses) {
 
   const fs::path golden = fs::path(FBT_SOURCE_DIR) / "tests" / "golden" / "debug_10_steps.json";
   if (std::getenv("FBT_UPDATE_GOLDEN") != nullptr) {
-    testing::write_file(golden, nlohmann::json{{"command", "fbt train --config debug --steps 10 --threads 1 "
-                                                           "(tests/tools/test_golden_loss_cli.cpp)"},
+    testing::write_file(golden, nlohmann::json{{"command",
+                                                "fbt train --config debug --steps 10 --threads 1 "
+                                                "(tests/tools/test_golden_loss_cli.cpp)"},
                                                {"steps", steps}}
-                                        .dump(2) + "\n");
+                                        .dump(2) +
+                                    "\n");
     GTEST_SKIP() << "wrote " << golden;
   }
   const auto pinned = nlohmann::json::parse(testing::slurp(golden)).at("steps");

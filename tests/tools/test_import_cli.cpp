@@ -47,9 +47,11 @@ TEST(ImportCli, WritesARunThatGeneratesAndPreparesData) {
   std::string sentences;  // a document fills more than one eval-loss window (65 tokens) of the val split
   for (int i = 0; i < 4; ++i) sentences += " The quick brown fox jumps over the lazy dog; DON'T stop at 12345.";
   for (int i = 0; i < 10; ++i)
-    testing::write_file(tmp.path / "corpus" / ("doc" + std::to_string(i) + ".txt"), "Document " + std::to_string(i) + ":" + sentences + "\n");
+    testing::write_file(tmp.path / "corpus" / ("doc" + std::to_string(i) + ".txt"),
+                        "Document " + std::to_string(i) + ":" + sentences + "\n");
   r = testing::run_cli(tmp.path, "prepare --input " + (tmp.path / "corpus").string() + " --out " +
-                                     (tmp.path / "data").string() + " --tokenizer-model " + (run / "tokenizer").string());
+                                     (tmp.path / "data").string() + " --tokenizer-model " +
+                                     (run / "tokenizer").string());
   ASSERT_EQ(r.rc, 0) << r.err;
   const auto data_meta = nlohmann::json::parse(testing::slurp(tmp.path / "data" / "meta.json"));
   const auto run_meta = nlohmann::json::parse(testing::slurp(run / "tokenizer" / "meta.json"));
@@ -58,7 +60,9 @@ TEST(ImportCli, WritesARunThatGeneratesAndPreparesData) {
   r = testing::run_cli(tmp.path, "eval-loss --checkpoint " + run.string() + " --data " + (tmp.path / "data").string());
   EXPECT_EQ(r.rc, 0) << r.err;
   ASSERT_EQ(testing::run_cli(tmp.path, "prepare --input " + (tmp.path / "corpus").string() + " --out " +
-                                           (tmp.path / "bytes").string() + " --tokenizer byte").rc, 0);
+                                           (tmp.path / "bytes").string() + " --tokenizer byte")
+                .rc,
+            0);
   r = testing::run_cli(tmp.path, "eval-loss --checkpoint " + run.string() + " --data " + (tmp.path / "bytes").string());
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find("vocab_size 259"), std::string::npos) << r.err;
@@ -95,10 +99,11 @@ TEST(ImportCli, FromGgufWritesTheRunAndTheTokenizerFiles) {
   EXPECT_EQ(r.out, Tokenizer::load((run / "tokenizer").string())->decode(greedy) + "\n");
   // A quantized qwen2 file: imported and generating too.
   const auto qwen2 = tmp.path / "qwen2";
-  r = testing::run_cli(tmp.path, "import --from gguf " + (gguf.parent_path() / "qwen2_q4_0.gguf").string() + " --out " +
-                                     qwen2.string());
+  r = testing::run_cli(
+      tmp.path, "import --from gguf " + (gguf.parent_path() / "qwen2_q4_0.gguf").string() + " --out " + qwen2.string());
   ASSERT_EQ(r.rc, 0) << r.err;
-  r = testing::run_cli(tmp.path, "generate --checkpoint " + qwen2.string() + " --prompt 'Hello world' --max-new-tokens 4 --temperature 0");
+  r = testing::run_cli(tmp.path, "generate --checkpoint " + qwen2.string() +
+                                     " --prompt 'Hello world' --max-new-tokens 4 --temperature 0");
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_FALSE(r.out.empty());
 
@@ -157,8 +162,10 @@ TEST(ImportCli, UnsupportedModelTypeFailsBeforeWriting) {
   const auto run = tmp.path / "run";
   const auto r = testing::run_cli(tmp.path, "import --from hf " + src.string() + " --out " + run.string());
   EXPECT_EQ(r.rc, 1);
-  EXPECT_NE(r.err.find("error: '" + (src / "config.json").string() + "': model_type \"gpt2\" is not supported (supported: llama, qwen2, qwen3)"),
-            std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("error: '" + (src / "config.json").string() +
+                       "': model_type \"gpt2\" is not supported (supported: llama, qwen2, qwen3)"),
+            std::string::npos)
+      << r.err;
   EXPECT_FALSE(fs::exists(run));
 }
 

@@ -18,8 +18,8 @@ TEST(ProgressCli, EvalProbeWritesWholeLinesOffTerminal) {
   const fs::path run = tmp.path / "run", mem = tmp.path / "memory.jsonl";
   testing::make_run_dir(run, ByteTokenizer::kVocab);
   ASSERT_EQ(testing::run_cli(tmp.path, "synth --task memory --n 40 --distractors 0 --out " + mem.string()).rc, 0);
-  const auto r = testing::run_cli(tmp.path, "eval-probe --folds 2 --max-iter 5 --checkpoint " + run.string() + " " +
-                                                mem.string());
+  const auto r =
+      testing::run_cli(tmp.path, "eval-probe --folds 2 --max-iter 5 --checkpoint " + run.string() + " " + mem.string());
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
   // 40 examples: 1/40, then 4, 8, ..., 40 (each tenth): 11 lines, each ending in a newline.

@@ -21,8 +21,8 @@ TEST(QuantizeCli, QuantisedRunGeneratesAndChatsAsTheFp32RunQuantisedAtLoad) {
   for (const std::string weights : {"int8", "int4"}) {
     SCOPED_TRACE(weights);
     const auto q = tmp.path / ("q" + weights);
-    auto r = testing::run_cli(tmp.path, "quantize --checkpoint " + run.string() + " --weights " + weights + " --out " +
-                                            q.string());
+    auto r = testing::run_cli(
+        tmp.path, "quantize --checkpoint " + run.string() + " --weights " + weights + " --out " + q.string());
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_NE(r.out.find("to " + weights + ": "), std::string::npos) << r.out;
     EXPECT_EQ(testing::slurp(q / "latest").find("step-0000001"), 0u);
@@ -35,7 +35,8 @@ TEST(QuantizeCli, QuantisedRunGeneratesAndChatsAsTheFp32RunQuantisedAtLoad) {
               fs::file_size(run / "step-0000001" / "model.safetensors") / 2);
 
     const std::string generate = " --prompt 'To be, or not' --max-new-tokens 24 --temperature 0 --mode soft";
-    const auto fp32 = testing::run_cli(tmp.path, "generate --checkpoint " + run.string() + " --weights " + weights + generate);
+    const auto fp32 =
+        testing::run_cli(tmp.path, "generate --checkpoint " + run.string() + " --weights " + weights + generate);
     const auto quantised = testing::run_cli(tmp.path, "generate --checkpoint " + q.string() + generate);
     ASSERT_EQ(fp32.rc, 0) << fp32.err;
     ASSERT_EQ(quantised.rc, 0) << quantised.err;
@@ -44,7 +45,8 @@ TEST(QuantizeCli, QuantisedRunGeneratesAndChatsAsTheFp32RunQuantisedAtLoad) {
 
     testing::write_file(tmp.path / "say.txt", "Good morrow\n");
     const std::string chat = " --temperature 0 --max-new-tokens 16 < " + (tmp.path / "say.txt").string();
-    const auto chat_fp32 = testing::run_cli(tmp.path, "chat --checkpoint " + run.string() + " --weights " + weights + chat);
+    const auto chat_fp32 =
+        testing::run_cli(tmp.path, "chat --checkpoint " + run.string() + " --weights " + weights + chat);
     const auto chat_q = testing::run_cli(tmp.path, "chat --checkpoint " + q.string() + chat);
     ASSERT_EQ(chat_q.rc, 0) << chat_q.err;
     EXPECT_EQ(chat_q.out.substr(chat_q.out.find("you>")), chat_fp32.out.substr(chat_fp32.out.find("you>")));

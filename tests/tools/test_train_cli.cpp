@@ -51,9 +51,13 @@ TEST(TrainCli, SigintWritesACheckpointAndResumeContinues) {
   testing::TempDir tmp;
   const std::string data = prepare_shakespeare_bytes(tmp.path / "data");
   const auto run = tmp.path / "run";
-  const std::vector<std::string> args{FBT_CLI, "train", "--config", "debug", "--data", data,
-                                      "--out", run.string(), "--steps", "100000",
-                                      "--set", "train.eval_every=0", "--set", "train.checkpoint_every=0"};
+  const std::vector<std::string> args{FBT_CLI,    "train",
+                                      "--config", "debug",
+                                      "--data",   data,
+                                      "--out",    run.string(),
+                                      "--steps",  "100000",
+                                      "--set",    "train.eval_every=0",
+                                      "--set",    "train.checkpoint_every=0"};
   const pid_t pid = spawn_logged(args, tmp.path / "log1.txt");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (count_lines(run / "metrics.jsonl") < 3 && std::chrono::steady_clock::now() < deadline)
@@ -75,13 +79,14 @@ TEST(TrainCli, SigintWritesACheckpointAndResumeContinues) {
   EXPECT_EQ(count_lines(run / "metrics.jsonl"), stopped_at);  // one line per finished step
 
   // Resume for 2 more steps by raising nothing but the budget: --steps sets the new total.
-  const std::vector<std::string> resume{FBT_CLI, "train", "--data", data, "--out", run.string(),
-                                        "--resume", "--steps", std::to_string(stopped_at + 2)};
+  const std::vector<std::string> resume{
+      FBT_CLI, "train", "--data", data, "--out", run.string(), "--resume", "--steps", std::to_string(stopped_at + 2)};
   const pid_t pid2 = spawn_logged(resume, tmp.path / "log2.txt");
   ASSERT_EQ(waitpid(pid2, &status, 0), pid2);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  EXPECT_TRUE(fs::is_regular_file(run / ("step-" + std::string(7 - std::to_string(stopped_at + 2).size(), '0') +
-                                         std::to_string(stopped_at + 2)) / "model.safetensors"));
+  EXPECT_TRUE(fs::is_regular_file(
+      run / ("step-" + std::string(7 - std::to_string(stopped_at + 2).size(), '0') + std::to_string(stopped_at + 2)) /
+      "model.safetensors"));
   // The new total is recorded in run.json, with the resume that changed it.
   std::ifstream record(run / "run.json");
   const auto j = nlohmann::json::parse(record);
@@ -117,9 +122,11 @@ TEST(TrainCli, DamagedRunJsonOnResumeIsAnErrorNamingTheFile) {
   std::ofstream(run / "latest") << "step-0000001\n";
   for (const std::string damaged : {"{}", "{\"config\": {\"mod", "not json"}) {
     std::ofstream(run / "run.json") << damaged;
-    const auto r = testing::run_cli(tmp.path, "train --data " + (tmp.path / "data").string() + " --out " + run.string() + " --resume");
+    const auto r = testing::run_cli(
+        tmp.path, "train --data " + (tmp.path / "data").string() + " --out " + run.string() + " --resume");
     EXPECT_EQ(r.rc, 1) << damaged << ": " << r.err;
-    EXPECT_NE(r.err.find("error: --resume: " + (run / "run.json").string() + ": "), std::string::npos) << damaged << ": " << r.err;
+    EXPECT_NE(r.err.find("error: --resume: " + (run / "run.json").string() + ": "), std::string::npos)
+        << damaged << ": " << r.err;
   }
 }
 
@@ -139,8 +146,9 @@ TEST(TrainCli, RunsOnThePhysicalCoresUnlessOmpNumThreadsOrThreadsSaysOtherwise) 
                         // (1, not more: PyTorch 2.x's MKL builds cap OMP_NUM_THREADS at the physical cores)
                         Case{"env OMP_NUM_THREADS=1", "", 1}}) {
     const auto run = tmp.path / "run";
-    const auto r = testing::run_cli(tmp.path, "train --config debug --data " + data + " --out " + run.string() +
-                                                  " --steps 1 --force --set train.eval_every=0 " + c.flags,
+    const auto r = testing::run_cli(tmp.path,
+                                    "train --config debug --data " + data + " --out " + run.string() +
+                                        " --steps 1 --force --set train.eval_every=0 " + c.flags,
                                     c.prefix);
     ASSERT_EQ(r.rc, 0) << c.prefix << " " << c.flags << "\n" << r.err;
     std::ifstream record(run / "run.json");

@@ -90,8 +90,11 @@ TEST(TrainRobustCli, NonFiniteStepsNeverBecomeLatest) {
   TinyRun t(tmp.path, 0);
   for (const std::string extra : {"", " --set train.max_bad_steps=3"}) {
     const auto out = tmp.path / ("lr" + std::to_string(extra.size()));
-    const auto r = t.train("--config debug --steps 8 --set train.lr=1e6 --set train.normuon_lr=1e6"
-                           " --set train.warmup_steps=0 --set train.checkpoint_every=1" + extra, out);
+    const auto r = t.train(
+        "--config debug --steps 8 --set train.lr=1e6 --set train.normuon_lr=1e6"
+        " --set train.warmup_steps=0 --set train.checkpoint_every=1" +
+            extra,
+        out);
     EXPECT_EQ(r.rc, 1) << extra << ": " << r.out << r.err;
     EXPECT_NE(r.err.find("non-finite"), std::string::npos) << r.err;
     std::ifstream f(out / "metrics.jsonl");
@@ -178,7 +181,8 @@ TEST(TrainRobustCli, ResumeWithAnotherTokenizerLeavesTheRunsTokenizer) {
   meta["tokenizer"]["eos_id"] = 1;  // the same vocabulary, another separator
   write_file(other / "meta.json", meta.dump(2));
   const auto before = slurp(t.run / "tokenizer" / "meta.json");
-  const auto r = run_cli(tmp.path, "train --data " + other.string() + " --out " + t.run.string() + " --resume --steps 6");
+  const auto r =
+      run_cli(tmp.path, "train --data " + other.string() + " --out " + t.run.string() + " --resume --steps 6");
   EXPECT_EQ(r.rc, 1) << r.err;
   EXPECT_NE(r.err.find("its tokenizer differs from the run's"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("eos_id"), std::string::npos) << r.err;

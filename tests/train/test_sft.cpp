@@ -44,8 +44,12 @@ TrainOptions sft_run(const std::string& data, const fs::path& out, std::vector<s
   o.data_dir = data;
   o.out_dir = out.string();
   o.steps = 1;
-  o.sets = {"train.pass_schedule=[{\"until_fraction\":1,\"passes_probabilities\":{\"3\":1}}]", "train.jitter=0",
-            "train.mixin_prob=0", "train.seq_len=64", "train.warmup_steps=0", "train.eval_every=0"};
+  o.sets = {"train.pass_schedule=[{\"until_fraction\":1,\"passes_probabilities\":{\"3\":1}}]",
+            "train.jitter=0",
+            "train.mixin_prob=0",
+            "train.seq_len=64",
+            "train.warmup_steps=0",
+            "train.eval_every=0"};
   o.sets.insert(o.sets.end(), sets.begin(), sets.end());
   return o;
 }
@@ -53,15 +57,18 @@ TrainOptions sft_run(const std::string& data, const fs::path& out, std::vector<s
 TEST(Sft, AccumulationWeightsEveryAssistantTokenEqually) {
   testing::TempDir tmp;
   // Two train conversations with very different numbers of assistant tokens (and a val one).
-  const auto data = prepare_chats(tmp.path, {
-      R"({"messages": [{"role": "user", "content": "Say hi."}, {"role": "assistant", "content": "Hi!"}]})",
-      R"({"messages": [{"role": "user", "content": "Count."}, {"role": "assistant", "content": "One, two, three, four, five."}]})",
-      R"({"messages": [{"role": "user", "content": "And?"}, {"role": "assistant", "content": "Done."}]})"}, 0.3);
+  const auto data = prepare_chats(
+      tmp.path,
+      {R"({"messages": [{"role": "user", "content": "Say hi."}, {"role": "assistant", "content": "Hi!"}]})",
+       R"({"messages": [{"role": "user", "content": "Count."}, {"role": "assistant", "content": "One, two, three, four, five."}]})",
+       R"({"messages": [{"role": "user", "content": "And?"}, {"role": "assistant", "content": "Done."}]})"},
+      0.3);
   const auto train = SftData::open(data, "train");
   ASSERT_EQ(train.size(), 2);
   std::ostringstream log;
   const auto one = run_training(sft_run(data, tmp.path / "b2", {"train.batch_size=2"}), log);
-  const auto two = run_training(sft_run(data, tmp.path / "b1x2", {"train.batch_size=1", "train.batch_tokens=128"}), log);
+  const auto two =
+      run_training(sft_run(data, tmp.path / "b1x2", {"train.batch_size=1", "train.batch_tokens=128"}), log);
   ASSERT_EQ(one.losses.size(), 1u);
   ASSERT_EQ(two.losses.size(), 1u);
 
@@ -110,8 +117,10 @@ TEST(Sft, ResumeRepeatsTheConversationStream) {
   testing::TempDir tmp;
   std::vector<std::string> lines;
   for (int i = 0; i < 12; ++i)
-    lines.push_back(R"({"messages": [{"role": "user", "content": "What is )" + std::to_string(i) + R"( + 1?"}, )"
-                    R"({"role": "assistant", "content": "It is )" + std::to_string(i + 1) + R"(."}]})");
+    lines.push_back(R"({"messages": [{"role": "user", "content": "What is )" + std::to_string(i) +
+                    R"( + 1?"}, )"
+                    R"({"role": "assistant", "content": "It is )" +
+                    std::to_string(i + 1) + R"(."}]})");
   const auto data = prepare_chats(tmp.path, lines, 0.25);
   std::ostringstream log;
   auto full = sft_run(data, tmp.path / "full", {"train.batch_size=2", "train.checkpoint_every=3"});

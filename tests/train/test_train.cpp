@@ -40,9 +40,15 @@ TEST(PassSchedule, ProportionsOverTenThousandDraws) {
 }
 
 TEST(PassSchedule, RejectsBadPhases) {
-  EXPECT_THROW(PassSchedule::from_json(nlohmann::json::parse(R"([{"until_fraction":1,"passes_probabilities":{"1":0.5}}])"), "s"), Error);
-  EXPECT_THROW(PassSchedule::from_json(nlohmann::json::parse(R"([{"until_fraction":0.5,"passes_probabilities":{"1":1}}])"), "s"), Error);
-  EXPECT_THROW(PassSchedule::from_json(nlohmann::json::parse(R"([{"until_fraction":1,"passes_probabilities":{"0":1}}])"), "s"), Error);
+  EXPECT_THROW(
+      PassSchedule::from_json(nlohmann::json::parse(R"([{"until_fraction":1,"passes_probabilities":{"1":0.5}}])"), "s"),
+      Error);
+  EXPECT_THROW(
+      PassSchedule::from_json(nlohmann::json::parse(R"([{"until_fraction":0.5,"passes_probabilities":{"1":1}}])"), "s"),
+      Error);
+  EXPECT_THROW(
+      PassSchedule::from_json(nlohmann::json::parse(R"([{"until_fraction":1,"passes_probabilities":{"0":1}}])"), "s"),
+      Error);
 }
 
 // WSD (SPEC §6) by hand: 100 steps, warmup 10, cooldown 25% = 25 steps from step 75.
@@ -58,7 +64,7 @@ TEST(TrainConfig, WsdFactorsAndTheCooldownSwitch) {
   EXPECT_NEAR(c.lr_factor(80), 1 - 5.0 / 25, 1e-12);
   EXPECT_NEAR(c.lr_factor(99), 1 - 24.0 / 25, 1e-12);  // last step
   EXPECT_NEAR(c.lr_factor(100), 0.0, 1e-12);           // would-be next step: zero
-  EXPECT_FALSE(c.in_cooldown(74));  // z-loss and AdamC switch on exactly at step 75
+  EXPECT_FALSE(c.in_cooldown(74));                     // z-loss and AdamC switch on exactly at step 75
   EXPECT_TRUE(c.in_cooldown(75));
   EXPECT_TRUE(c.in_cooldown(99));
   c.cooldown_shape = CooldownShape::OneMinusSqrt;
@@ -225,7 +231,8 @@ struct TrainRun : ::testing::Test {
   }
 
   /// Options of a warm start DIR/name of `steps` steps from the run `src`, on its data.
-  TrainOptions warm_run(const TrainOptions& src, const std::string& name, int64_t steps, std::vector<std::string> sets) {
+  TrainOptions warm_run(const TrainOptions& src, const std::string& name, int64_t steps,
+                        std::vector<std::string> sets) {
     TrainOptions w;
     w.data_dir = src.data_dir;
     w.out_dir = (dir / name).string();
@@ -242,10 +249,11 @@ struct TrainRun : ::testing::Test {
 TEST_F(TrainRun, ResumeReproducesTheUninterruptedLossSequence) {
   // K=1..3 from the start so jitter, mixin and pass draws all have to resume exactly; the last
   // 3 steps are the WSD cooldown, so z-loss and AdamC are on the resumed path too.
-  auto o = debug_run("run", 12, {"train.pass_schedule=[{\"until_fraction\":1,\"passes_probabilities\":"
-                                 "{\"1\":0.4,\"2\":0.4,\"3\":0.2}}]",
-                                 "train.batch_size=4", "train.eval_every=0", "train.eval_tokens=2048",
-                                 "train.checkpoint_every=6"});
+  auto o =
+      debug_run("run", 12,
+                {"train.pass_schedule=[{\"until_fraction\":1,\"passes_probabilities\":"
+                 "{\"1\":0.4,\"2\":0.4,\"3\":0.2}}]",
+                 "train.batch_size=4", "train.eval_every=0", "train.eval_tokens=2048", "train.checkpoint_every=6"});
   std::ostringstream log;
   const auto full = run_training(o, log).losses;
   ASSERT_EQ(full.size(), 12u);
@@ -286,8 +294,9 @@ TEST_F(TrainRun, AccumulationEqualsOneLargeBatch) {
 
 // WSD cooldown over the last 25% of 8 steps = steps 7 and 8: z-loss and AdamC on exactly there.
 TEST_F(TrainRun, CooldownSwitchesZLossOnAtItsStart) {
-  auto o = debug_run("run", 8, {"train.warmup_steps=2", "train.batch_size=2", "train.seq_len=32",
-                                "train.eval_every=0", "train.eval_tokens=512", "train.checkpoint_every=0"});
+  auto o = debug_run("run", 8,
+                     {"train.warmup_steps=2", "train.batch_size=2", "train.seq_len=32", "train.eval_every=0",
+                      "train.eval_tokens=512", "train.checkpoint_every=0"});
   std::ostringstream log;
   run_training(o, log);
   const auto lines = step_lines(o.out_dir);
@@ -326,8 +335,8 @@ TEST_F(TrainRun, NorMuonBeatsAdamWOnTinyShakespeare) {
     for (size_t i = 250; i < 300; ++i) sum += losses[i];
     tail_loss[optimizer] = sum / 50;
   }
-  std::cout << "train loss, mean of steps 251-300: NorMuon " << tail_loss["normuon"] << ", AdamW "
-            << tail_loss["adamw"] << " nats/token\n";
+  std::cout << "train loss, mean of steps 251-300: NorMuon " << tail_loss["normuon"] << ", AdamW " << tail_loss["adamw"]
+            << " nats/token\n";
   EXPECT_LT(tail_loss["normuon"], tail_loss["adamw"]);
 }
 
@@ -337,17 +346,18 @@ TEST_F(TrainRun, NorMuonBeatsAdamWOnTinyShakespeare) {
 // parameter without one. Steps 1-2 run K = 1, steps 3-4 K = 2, weight decay on.
 TEST_F(TrainRun, FusionWeightsStayIdleUntilTheFirstFeedbackStep) {
   for (const char* optimizer : {"normuon", "adamw"}) {
-    auto o = debug_run(std::string("idle-") + optimizer, 4,
-                       {std::string("train.optimizer=") + optimizer, "train.weight_decay=0.1",
-                        "train.normuon_weight_decay=0.1", "train.warmup_steps=0", "train.eval_every=0",
-                        "train.eval_tokens=1024", "train.checkpoint_every=1",
-                        "train.pass_schedule=[{\"until_fraction\":0.5,\"passes_probabilities\":{\"1\":1}},"
-                        "{\"until_fraction\":1,\"passes_probabilities\":{\"2\":1}}]"});
+    auto o = debug_run(
+        std::string("idle-") + optimizer, 4,
+        {std::string("train.optimizer=") + optimizer, "train.weight_decay=0.1", "train.normuon_weight_decay=0.1",
+         "train.warmup_steps=0", "train.eval_every=0", "train.eval_tokens=1024", "train.checkpoint_every=1",
+         "train.pass_schedule=[{\"until_fraction\":0.5,\"passes_probabilities\":{\"1\":1}},"
+         "{\"until_fraction\":1,\"passes_probabilities\":{\"2\":1}}]"});
     std::ostringstream log;
     run_training(o, log);
     CheckpointInfo info;
     auto step = [&](int s) {
-      return load_model((fs::path(o.out_dir) / ("step-000000" + std::to_string(s)) / "model.safetensors").string(), &info)
+      return load_model((fs::path(o.out_dir) / ("step-000000" + std::to_string(s)) / "model.safetensors").string(),
+                        &info)
           ->named_parameters();
     };
     const auto after2 = step(2), after4 = step(4);
@@ -391,11 +401,13 @@ TEST_F(TrainRun, ResumeRefusesAnotherConfigAndAReachedTotal) {
 // was not loaded would hold the seed's initial weights, which the source's 3 NorMuon steps moved
 // by O(1e-2)); the optimiser's step counters restart at 1; run.json names the checkpoint.
 TEST_F(TrainRun, WarmStartBeginsFromTheCheckpointWithAFreshOptimiser) {
-  auto src = debug_run("source", 3, {kSinglePass, "train.eval_tokens=1024", "train.eval_every=0", "train.warmup_steps=0"});
+  auto src =
+      debug_run("source", 3, {kSinglePass, "train.eval_tokens=1024", "train.eval_every=0", "train.warmup_steps=0"});
   std::ostringstream log;
   run_training(src, log);
-  auto w = warm_run(src, "warm", 1, {"train.lr=1e-12", "train.fusion_lr=1e-12", "train.batch_size=2",
-                                     "train.eval_tokens=1024", "train.warmup_steps=0"});
+  auto w = warm_run(src, "warm", 1,
+                    {"train.lr=1e-12", "train.fusion_lr=1e-12", "train.batch_size=2", "train.eval_tokens=1024",
+                     "train.warmup_steps=0"});
   run_training(w, log);
   CheckpointInfo info;
   auto source = load_model(resolve_checkpoint(src.out_dir));
@@ -461,9 +473,10 @@ TEST_F(TrainRun, WarmStartExtendsTheContext) {
   auto src = debug_run("short", 2, {kSinglePass, "train.eval_tokens=1024", "train.eval_every=0"});
   std::ostringstream log;
   run_training(src, log);
-  auto w = warm_run(src, "long", 2, {"model.context=128", "model.rope_theta=20000", "train.seq_len=128", "train.batch_size=2",
-            "train.pass_schedule=[{\"until_fraction\":1,\"passes_probabilities\":{\"3\":1}}]",
-            "train.eval_tokens=1024", "train.warmup_steps=0"});
+  auto w = warm_run(src, "long", 2,
+                    {"model.context=128", "model.rope_theta=20000", "train.seq_len=128", "train.batch_size=2",
+                     "train.pass_schedule=[{\"until_fraction\":1,\"passes_probabilities\":{\"3\":1}}]",
+                     "train.eval_tokens=1024", "train.warmup_steps=0"});
   const auto r = run_training(w, log);
   ASSERT_EQ(r.losses.size(), 2u);
   EXPECT_TRUE(std::isfinite(r.losses[0]) && std::isfinite(r.losses[1]));
@@ -496,8 +509,9 @@ TEST_F(TrainRun, RefusesToOverwriteADifferentRun) {
 // are skipped, logged, and after max_bad_steps in a row the run stops with a clear error (and
 // no checkpoint of the state that led there: TrainRobustCli.NonFiniteStepsNeverBecomeLatest).
 TEST_F(TrainRun, NonFiniteLossesStopTheRun) {
-  auto o = debug_run("run", 50, {"train.lr=1e6", "train.normuon_lr=1e6", "train.warmup_steps=0", "train.grad_clip=0",
-                                 "train.max_bad_steps=3", "train.eval_every=0", "train.checkpoint_every=0"});
+  auto o = debug_run("run", 50,
+                     {"train.lr=1e6", "train.normuon_lr=1e6", "train.warmup_steps=0", "train.grad_clip=0",
+                      "train.max_bad_steps=3", "train.eval_every=0", "train.checkpoint_every=0"});
   std::ostringstream log;
   try {
     run_training(o, log);
@@ -525,8 +539,8 @@ TEST_F(TrainRun, DebugModelLearnsTinyShakespeare) {
                      {"train.lr=0.003", "train.warmup_steps=20", "train.batch_size=16", "train.eval_tokens=16384"});
   std::ostringstream log;
   const auto result = run_training(o, log);
-  std::cout << "unigram entropy " << unigram << " nats; val standard " << result.val_standard
-            << ", fused(1) " << result.val_fused1 << "\n";
+  std::cout << "unigram entropy " << unigram << " nats; val standard " << result.val_standard << ", fused(1) "
+            << result.val_fused1 << "\n";
   EXPECT_LT(result.val_standard, unigram);
   EXPECT_TRUE(fs::is_regular_file(dir / "run" / "step-0000200" / "model.safetensors"));
 }

@@ -49,8 +49,9 @@ TEST(TrainerState, RoundTripsThroughItsJson) {
 TEST(TrainerState, AnEditedFieldFailsTheChecksum) {
   auto j = sample_state().to_json();
   j["tokens"] = 701;
-  EXPECT_NE(error_of([&] { TrainerState::from_json(j, "run/step-0000007/trainer.json"); })
-                .find("run/step-0000007/trainer.json: checksum mismatch"),
+  EXPECT_NE(error_of([&] {
+              TrainerState::from_json(j, "run/step-0000007/trainer.json");
+            }).find("run/step-0000007/trainer.json: checksum mismatch"),
             std::string::npos);
 }
 
@@ -66,7 +67,10 @@ TEST(TrainerState, EveryBadFieldIsNamed) {
       {[](nlohmann::json& j) { j["pass_rng"] = "1 2 3"; }, "field 'pass_rng' is not a std::mt19937_64 state"},
       {[](nlohmann::json& j) { j["torch_generator"] = "zz"; }, "'z' is not a lowercase hex digit"},
       {[](nlohmann::json& j) { j["torch_generator"] = "abc"; }, "3 hex digits"},
-      {[](nlohmann::json& j) { j["pass_counts"] = {{"two", 1}}; }, "field 'pass_counts': entry \"two\""},
+      {[](nlohmann::json& j) {
+         j["pass_counts"] = {{"two", 1}};
+       },
+       "field 'pass_counts': entry \"two\""},
       {[](nlohmann::json& j) { j["loader"] = 5; }, "field 'loader' is not an object"},
       {[](nlohmann::json& j) { j = nlohmann::json::array(); }, "expected a JSON object"},
   };

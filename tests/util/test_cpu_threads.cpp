@@ -91,12 +91,16 @@ struct ScopedEnv {
   std::optional<std::string> saved;
   ScopedEnv(std::string n, const char* value) : name(std::move(n)) {
     if (const char* v = std::getenv(name.c_str())) saved = v;
-    if (value) setenv(name.c_str(), value, 1);
-    else unsetenv(name.c_str());
+    if (value)
+      setenv(name.c_str(), value, 1);
+    else
+      unsetenv(name.c_str());
   }
   ~ScopedEnv() {
-    if (saved) setenv(name.c_str(), saved->c_str(), 1);
-    else unsetenv(name.c_str());
+    if (saved)
+      setenv(name.c_str(), saved->c_str(), 1);
+    else
+      unsetenv(name.c_str());
   }
 };
 
@@ -116,7 +120,7 @@ TEST(CpuThreads, SetCpuThreadsTakesTheFlagThenTheEnvironmentThenTheDefault) {
   }
   for (const char* name : {"OMP_NUM_THREADS", "MKL_NUM_THREADS"}) {
     ScopedEnv env(name, std::to_string(other).c_str());
-    at::set_num_threads(other);  // as libtorch would have read it at start-up
+    at::set_num_threads(other);                    // as libtorch would have read it at start-up
     EXPECT_EQ(set_cpu_threads(0), other) << name;  // left as it is
   }
   at::set_num_threads(before);
@@ -128,7 +132,8 @@ std::map<std::string, uint64_t> blocked_signals_by_thread() {
   for (const auto& task : fs::directory_iterator("/proc/self/task")) {
     std::ifstream status(task.path() / "status");
     for (std::string line; std::getline(status, line);)
-      if (line.rfind("SigBlk:", 0) == 0) out[task.path().filename().string()] = std::stoull(line.substr(7), nullptr, 16);
+      if (line.rfind("SigBlk:", 0) == 0)
+        out[task.path().filename().string()] = std::stoull(line.substr(7), nullptr, 16);
   }
   return out;
 }

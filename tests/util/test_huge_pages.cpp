@@ -72,7 +72,7 @@ TEST(HugePages, TensorsKeepIdentityShapeAndValuesInOneAlignedMapping) {
     before.push_back(p.clone());
     impls.push_back(p.unsafeGetTensorImpl());
   }
-  const auto odd = torch::randn({3, 5});  // 60 bytes: the next tensor starts at the next 64
+  const auto odd = torch::randn({3, 5});     // 60 bytes: the next tensor starts at the next 64
   const auto big = torch::randn({1 << 20});  // the mapping then spans a whole 2 MiB
   params.insert(params.end(), {odd, big});
   const auto odd_values = odd.clone(), big_values = big.clone();
@@ -121,7 +121,7 @@ TEST(HugePages, AFreedTensorsPagesGoBackAtOnce) {
   EXPECT_EQ(resident, pages);
   tensors[1] = torch::Tensor();  // the storage's last reference
   EXPECT_EQ(resident_pages(big, big + (int64_t(4) << 22)).first, 0);
-  EXPECT_TRUE(torch::equal(tensors[2], last));  // the neighbours keep their pages and values
+  EXPECT_TRUE(torch::equal(tensors[2], last));              // the neighbours keep their pages and values
   EXPECT_EQ(resident_pages(small, small + 4096).first, 1);  // the first tensor starts the mapping
 }
 

@@ -7,7 +7,8 @@ namespace fbt {
 /// Memory bandwidth in bytes/s, the best of `reps` timed passes over arrays far larger than any
 /// cache, on `threads` threads (each on its own contiguous slice; threads ≥ 1).
 struct Bandwidth {
-  double read = 0;   ///< sum of an 8-byte-integer array, four streams per thread: bytes read / s (a decode step's ceiling)
+  double read =
+      0;  ///< sum of an 8-byte-integer array, four streams per thread: bytes read / s (a decode step's ceiling)
   double triad = 0;  ///< STREAM's triad a[i] = b[i] + s·c[i] on floats: 12 bytes per i / s, as STREAM counts
                      ///< (the write-allocate read of a is not counted)
 };

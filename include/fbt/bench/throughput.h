@@ -54,8 +54,8 @@ double measure_matmul_peak(const torch::Device& device, torch::ScalarType dtype,
 
 /// Timing plus the peak memory of one measurement (memory_stats.h; -1 when unavailable).
 struct BenchResult {
-  Stats seconds;                 ///< per repetition
-  Stats tokens_per_s;            ///< tokens processed per repetition / seconds
+  Stats seconds;       ///< per repetition
+  Stats tokens_per_s;  ///< tokens processed per repetition / seconds
   int64_t peak_memory_bytes = -1;
   int64_t anonymous_bytes = -1;  ///< decode on the CPU: anonymous RSS at the end of the untimed run
 };
@@ -64,8 +64,8 @@ struct BenchResult {
 /// `train`), backward, TrainingOptimizer::step(1, 1) and zero_grad, on random tokens [batch,
 /// seq] drawn with `seed`. tokens/s counts batch·seq per step (not ×K). The model is trained
 /// in place. Throws fbt::Error if seq exceeds the model context.
-BenchResult bench_train_step(FBT& model, const TrainConfig& train, int64_t batch, int64_t seq,
-                             int64_t passes, int64_t warmup, int64_t reps, uint64_t seed);
+BenchResult bench_train_step(FBT& model, const TrainConfig& train, int64_t batch, int64_t seq, int64_t passes,
+                             int64_t warmup, int64_t reps, uint64_t seed);
 
 /// Prefill of random prompts [batch, context] into a preallocated KVCache with `decoding`'s
 /// passes (Standard and Soft: one plain pass; Fused(k): k + 1), under InferenceMode, by `backend`

@@ -32,9 +32,9 @@ struct PrepareOptions {
   std::string doc_split = "file";   // "file": one document per file; "blank": blank-line blocks
   double val_fraction = 0.1;        // in (0, 1)
   uint64_t seed = 1337;
-  bool force = false;               // overwrite a different dataset already in out_dir
-  std::string conversations;        // "" = a text corpus; messages, alpaca or gsm8k = JSONL conversations
-                                    // rendered by the tokenizer's chat template (sft_data.h)
+  bool force = false;                  // overwrite a different dataset already in out_dir
+  std::string conversations;           // "" = a text corpus; messages, alpaca or gsm8k = JSONL conversations
+                                       // rendered by the tokenizer's chat template (sft_data.h)
   std::string chat_template = "auto";  // with conversations: ChatTemplate::for_tokenizer's name
 };
 
@@ -59,8 +59,8 @@ struct Corpus {
 /// conversation (a JSON array of messages).
 /// Throws fbt::Error naming the input if it is missing, given twice, has no text, or (JSONL) has a
 /// bad line or field.
-Corpus read_corpus(const std::vector<std::string>& inputs, const std::string& text_field,
-                   const std::string& doc_split, const std::string& conversations = "");
+Corpus read_corpus(const std::vector<std::string>& inputs, const std::string& text_field, const std::string& doc_split,
+                   const std::string& conversations = "");
 
 struct TrainValSplit {
   std::vector<std::string> train, val;

@@ -119,8 +119,7 @@ class BatchLoader : public TrainBatches {
  public:
   /// Throws fbt::Error if batch or seq < 1, rank is outside [0, world_size), or the shard has
   /// fewer than seq + 1 tokens (message names the file, its token count and the window).
-  BatchLoader(TokenShard shard, int64_t batch, int64_t seq, uint64_t seed, int64_t rank = 0,
-              int64_t world_size = 1);
+  BatchLoader(TokenShard shard, int64_t batch, int64_t seq, uint64_t seed, int64_t rank = 0, int64_t world_size = 1);
 
   /// {inputs [B,T], targets [B,T]}, int64 on CPU; targets[b][t] == inputs[b][t+1] within a row.
   /// Throws fbt::Error naming train.batch_size and train.seq_len if the batch cannot be allocated.
@@ -161,8 +160,8 @@ class SequentialLoader {
  public:
   /// max_tokens < 0 means the whole shard. Throws fbt::Error if batch or seq < 1, rank is outside
   /// [0, world_size), or there is not a single window (names the file, token count and window).
-  SequentialLoader(TokenShard shard, int64_t batch, int64_t seq, int64_t max_tokens = -1,
-                   int64_t rank = 0, int64_t world_size = 1);
+  SequentialLoader(TokenShard shard, int64_t batch, int64_t seq, int64_t max_tokens = -1, int64_t rank = 0,
+                   int64_t world_size = 1);
 
   /// Next {inputs [b,T], targets [b,T]} with 1 <= b <= B (the last batch may be short), or
   /// std::nullopt once this rank's windows are used up.

@@ -43,11 +43,11 @@ struct SynthExample {
 
 /// Settings of `fbt synth`.
 struct SynthOptions {
-  std::string task;                                      ///< completion | memory | registers
-  int64_t n = 200;                                       ///< examples per distractor count
+  std::string task;                                         ///< completion | memory | registers
+  int64_t n = 200;                                          ///< examples per distractor count
   std::vector<int64_t> distractors = {0, 8, 32, 128, 256};  ///< distractor counts (each ≥ 0)
-  int64_t registers = 4;                                 ///< R of `registers` (≥ 1)
-  int64_t writes = 6;                                    ///< W of `registers` (≥ 1)
+  int64_t registers = 4;                                    ///< R of `registers` (≥ 1)
+  int64_t writes = 6;                                       ///< W of `registers` (≥ 1)
   uint64_t seed = 0;
 };
 

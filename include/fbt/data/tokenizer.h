@@ -12,9 +12,10 @@
 // `spm_train` program (Debian package "sentencepiece"). Models trained here have model_type=bpe,
 // byte_fallback, ids UNK = 0, BOS = 1, EOS = 2, PAD = 3, "\n" as a user-defined piece (id 4), the
 // 256 byte pieces <0x00>..<0xFF> (ids 5..260), the corpus' characters, then the learned merges
-// (so the vocab must exceed 261 + the number of distinct characters); identity normalization, no dummy prefix, whitespace kept. So every valid UTF-8 string round-trips
-// exactly, except that U+2581 ("\xE2\x96\x81", sentencepiece's space mark) decodes as a space.
-// Invalid UTF-8 cannot round-trip: like sentencepiece, each malformed byte becomes U+FFFD
+// (so the vocab must exceed 261 + the number of distinct characters); identity normalization, no dummy prefix,
+// whitespace kept. So every valid UTF-8 string round-trips exactly, except that U+2581 ("\xE2\x96\x81", sentencepiece's
+// space mark) decodes as a space. Invalid UTF-8 cannot round-trip: like sentencepiece, each malformed byte becomes
+// U+FFFD
 // ("\xEF\xBF\xBD") before encoding (no crash, no error).
 #pragma once
 #include <cstdint>
@@ -95,11 +96,11 @@ struct BpeTrainOptions {
 
 /// What BpeTokenizer::train did to the corpus before spm_train saw it, and what spm_train said.
 struct BpeTrainReport {
-  int64_t lines = 0;          ///< non-empty lines of the documents
-  int64_t long_lines = 0;     ///< lines longer than max_sentence_bytes, each cut into pieces
-  int64_t pieces = 0;         ///< training lines after cutting (lines - long_lines + their pieces)
-  int64_t sampled = 0;        ///< training lines given to spm_train: pieces, or max_sentences of them
-  std::string spm_log;        ///< spm_train's output (warnings and errors: it runs with --minloglevel=1)
+  int64_t lines = 0;       ///< non-empty lines of the documents
+  int64_t long_lines = 0;  ///< lines longer than max_sentence_bytes, each cut into pieces
+  int64_t pieces = 0;      ///< training lines after cutting (lines - long_lines + their pieces)
+  int64_t sampled = 0;     ///< training lines given to spm_train: pieces, or max_sentences of them
+  std::string spm_log;     ///< spm_train's output (warnings and errors: it runs with --minloglevel=1)
 };
 
 class BpeTokenizer : public Tokenizer {
@@ -108,8 +109,8 @@ class BpeTokenizer : public Tokenizer {
   /// a temp file. Throws fbt::Error if vocab_size is outside [262, 2^24], spm_train cannot be run,
   /// or it fails (with the tail of its log; e.g. a vocab too small for the corpus' characters).
   /// If `report` is given, it receives the line counts (long lines cut, sample taken) and spm_train's log.
-  static std::unique_ptr<BpeTokenizer> train(const std::vector<std::string>& documents,
-                                             const BpeTrainOptions& options, BpeTrainReport* report = nullptr);
+  static std::unique_ptr<BpeTokenizer> train(const std::vector<std::string>& documents, const BpeTrainOptions& options,
+                                             BpeTrainReport* report = nullptr);
   /// Loads a sentencepiece model file. Throws fbt::Error naming `path` if it cannot be read or
   /// parsed, is not a BPE model with identity normalization (no precompiled charsmap, whitespace
   /// not as suffix, no UNUSED pieces), or lacks UNK, BOS, EOS or PAD.

@@ -13,9 +13,9 @@ namespace fbt {
 
 /// Run-time settings of a data-parallel run (`fbt train` flags; none of them changes results).
 struct DistributedOptions {
-  std::string backend = "auto";   ///< "auto" (NCCL for CUDA, Gloo for CPU), "gloo" or "nccl"
-  int64_t timeout_s = 300;        ///< c10d timeout: rendezvous and every collective, seconds
-  double bucket_mb = 4;           ///< gradient all-reduce bucket size, MiB
+  std::string backend = "auto";       ///< "auto" (NCCL for CUDA, Gloo for CPU), "gloo" or "nccl"
+  int64_t timeout_s = 300;            ///< c10d timeout: rendezvous and every collective, seconds
+  double bucket_mb = 4;               ///< gradient all-reduce bucket size, MiB
   std::string normuon = "replicate";  ///< "replicate": every rank orthogonalises every matrix;
                                       ///< "shard": each matrix on one rank, results broadcast
 };

@@ -13,10 +13,10 @@ namespace fbt {
 
 /// Settings of one probe fit and of the cross-validation around it.
 struct ProbeOptions {
-  double l2 = 1e-3;         ///< λ of λ‖W‖²
-  int64_t max_iter = 200;   ///< L-BFGS iterations
-  int64_t folds = 4;        ///< k of grouped k-fold cross-validation (≥ 2)
-  uint64_t seed = 0;        ///< assignment of groups to folds
+  double l2 = 1e-3;        ///< λ of λ‖W‖²
+  int64_t max_iter = 200;  ///< L-BFGS iterations
+  int64_t folds = 4;       ///< k of grouped k-fold cross-validation (≥ 2)
+  uint64_t seed = 0;       ///< assignment of groups to folds
 
   /// Throws fbt::Error naming the flag (--l2, --max-iter, --folds) unless l2 is finite and ≥ 0,
   /// max_iter ≥ 1 and folds ≥ 2.

@@ -73,7 +73,7 @@ int64_t mc_item_count(const TaskSpec& task, int64_t n_docs, const McEvalOptions&
 /// Standard errors: sqrt(p(1−p)/(n−1)) for accuracies (lm-eval's mean_stderr); the delta method
 /// perplexity · sd(loglik)/sqrt(n) for perplexity (lm-eval bootstraps it instead).
 /// Throws fbt::Error if shots < 0, no doc is left to evaluate, or shots exceeds the pool.
-std::vector<MetricResult> evaluate_task(const TaskSpec& task, const std::vector<Doc>& docs,
-                                        const Tokenizer& tokenizer, Scorer& scorer, const McEvalOptions& options);
+std::vector<MetricResult> evaluate_task(const TaskSpec& task, const std::vector<Doc>& docs, const Tokenizer& tokenizer,
+                                        Scorer& scorer, const McEvalOptions& options);
 
 }  // namespace fbt

@@ -8,10 +8,10 @@ namespace fbt {
 
 /// The discordant pairs of two classifiers judged on the same n items, and the test's p-value.
 struct McNemarResult {
-  int64_t n = 0;    ///< items compared
-  int64_t b = 0;    ///< items A got right and B wrong
-  int64_t c = 0;    ///< items B got right and A wrong
-  double p = 1.0;   ///< two-sided exact p-value, mcnemar_exact_p(b, c)
+  int64_t n = 0;   ///< items compared
+  int64_t b = 0;   ///< items A got right and B wrong
+  int64_t c = 0;   ///< items B got right and A wrong
+  double p = 1.0;  ///< two-sided exact p-value, mcnemar_exact_p(b, c)
 };
 
 /// The two-sided exact McNemar p-value: under the null hypothesis each of the b + c discordant

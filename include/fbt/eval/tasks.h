@@ -60,9 +60,9 @@ std::string metric_name(Metric metric);
 /// Everything that makes a task: where its records are, how one record becomes a Doc (the
 /// prompt template and the gold index), what is reported and which records form the few-shot pool.
 struct TaskSpec {
-  std::string name;         ///< the `fbt eval` task name, e.g. "arc_easy"
-  std::string summary;      ///< one line for --help
-  std::string path;         ///< record file, relative to the data directory
+  std::string name;     ///< the `fbt eval` task name, e.g. "arc_easy"
+  std::string summary;  ///< one line for --help
+  std::string path;     ///< record file, relative to the data directory
   RecordFormat format = RecordFormat::JsonLines;
   std::string labels_path;  ///< optional file of one integer per line, set as record["label"]
   /// Builds the Doc of one record; may throw fbt::Error or nlohmann::json::exception for a

@@ -10,8 +10,8 @@ namespace fbt {
 
 /// The prompt of the next reply and what fitting it cost.
 struct FittedChat {
-  RenderedChat prompt;   ///< the kept messages rendered with the generation prompt
-  int64_t dropped = 0;   ///< messages removed from the front of the history
+  RenderedChat prompt;  ///< the kept messages rendered with the generation prompt
+  int64_t dropped = 0;  ///< messages removed from the front of the history
 };
 
 /// Renders `messages` (a leading system message, then user/assistant turns ending with a user

@@ -163,7 +163,7 @@ class CpuDecoder {
     std::vector<WeightPart> views;     ///< the parts' data and rows, for batch_invariant_linear
     std::optional<QuantMatrix> quant;  ///< [N, K] (int8, int4)
     int64_t rows = 0, cols = 0;
-    std::vector<std::string> names;    ///< the model's parameters stacked
+    std::vector<std::string> names;  ///< the model's parameters stacked
   };
   /// The matrix stacking `parts` in the decoder's weight format (`head`: the output layer's).
   Matrix matrix(std::vector<torch::Tensor> parts, bool head = false) const;
@@ -179,8 +179,8 @@ class CpuDecoder {
   void linear(const float* x, int64_t B, const Matrix& W, float* y) const;
 
   struct Layer {
-    Matrix qkvg;     ///< [proj_width(), D]: wq, wk, wv and (block fbt) the head gates
-    Matrix gate_up;  ///< [2F, D]: w_gate, w_up
+    Matrix qkvg;        ///< [proj_width(), D]: wq, wk, wv and (block fbt) the head gates
+    Matrix gate_up;     ///< [2F, D]: w_gate, w_up
     Matrix wo, w_down;  ///< [D, H·Dh], [D, F]
     torch::Tensor attn_norm_in, q_norm, k_norm, attn_norm_out, mlp_norm_in, mlp_norm_out;  ///< undefined where absent
     int64_t window = 0;
@@ -199,12 +199,12 @@ class CpuDecoder {
   void attend(int64_t layer, const std::vector<RowCache>& rows);
 
   ModelConfig config_;
-  FBT model_;  ///< keeps the tensors referenced below alive
+  FBT model_;                                          ///< keeps the tensors referenced below alive
   torch::Tensor embedding_, input_norm_, final_norm_;  // [V,D] (undefined: the quantised tied head), [D], [D]
   Matrix head_, w_u_, w_g_;                            // [V,D], [D,D], [D,D]
   std::vector<Layer> layers_;
   std::vector<float> inv_freq_;  ///< RoPE θ^(-2i/Dh), i < Dh/2
-  double scale_ = 1.0;          ///< the residual branch multiplier
+  double scale_ = 1.0;           ///< the residual branch multiplier
   CpuDecoderOptions options_;
   int64_t rows_ = 0;
   // Scratch, [B, ·] row-major.

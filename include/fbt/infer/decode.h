@@ -33,7 +33,6 @@ torch::Tensor decode_step(FBT& model, const torch::Tensor& tokens, DecodeMode mo
 /// computed token by token with a KV cache. Positions t < plain_prefix[b] ([B] int64; all 0 if
 /// undefined), position 0 and document starts take the plain input; every later position is
 /// fused with the previous position's feedback state. Runs without grad.
-torch::Tensor sequential_logits(FBT& model, const torch::Tensor& tokens,
-                                const torch::Tensor& plain_prefix = {});
+torch::Tensor sequential_logits(FBT& model, const torch::Tensor& tokens, const torch::Tensor& plain_prefix = {});
 
 }  // namespace fbt

@@ -28,7 +28,9 @@ struct Decoding {
   /// Throws fbt::Error "`what` must be >= 1 for the fused mode (got 0)" (`what` names the flag,
   /// field or parameter that gave k).
   static Decoding make(DecodeMode mode, int64_t fused_passes, const std::string& what = "fused_passes");
-  static Decoding fused(int64_t k, const std::string& what = "fused_passes") { return make(DecodeMode::Fused, k, what); }
+  static Decoding fused(int64_t k, const std::string& what = "fused_passes") {
+    return make(DecodeMode::Fused, k, what);
+  }
 
   /// What is wrong with this value ("must be >= 1 for the fused mode (got 0)", "must be 0 outside
   /// the fused mode (got 2)"), or "" when it is valid.

@@ -26,12 +26,12 @@ namespace fbt {
 
 /// One sequence to generate.
 struct SequenceRequest {
-  std::vector<int64_t> prompt;  ///< token ids, 1..context-1 of them, each in [0, vocab)
-  Decoding decoding;            ///< Standard, Soft or Fused(k) (Decoding::problem checked by submit)
-  SamplingOptions sampling;     ///< temperature / top_k / top_p / seed of this sequence's own generator
-  int64_t max_new_tokens = 16;  ///< ≥ 1; generation also stops at the model context
+  std::vector<int64_t> prompt;       ///< token ids, 1..context-1 of them, each in [0, vocab)
+  Decoding decoding;                 ///< Standard, Soft or Fused(k) (Decoding::problem checked by submit)
+  SamplingOptions sampling;          ///< temperature / top_k / top_p / seed of this sequence's own generator
+  int64_t max_new_tokens = 16;       ///< ≥ 1; generation also stops at the model context
   std::vector<int64_t> stop_tokens;  ///< sampling one ends the sequence: EOS, end of turn
-  int64_t top_logprobs = -1;    ///< < 0: no log-probabilities; n ≥ 0: each token's and the n most likely
+  int64_t top_logprobs = -1;         ///< < 0: no log-probabilities; n ≥ 0: each token's and the n most likely
   /// Report a sampled stop token too (TokenEvent::stop set), with its log-probabilities: OpenAI
   /// completions with `logprobs` list it (empty text), and lm-evaluation-harness's local-completions
   /// drops the last entry of token_logprobs as the generated one. Off: stop tokens are not reported.
@@ -53,7 +53,7 @@ struct TokenEvent {
   float logprob = 0.0f;  ///< log p(token) under the sampling distribution's logits (log-softmax of the
                          ///< raw logits, before temperature); 0 when top_logprobs < 0
   std::vector<std::pair<int64_t, float>> top;  ///< the top_logprobs most likely (token, logprob), best first
-  bool stop = false;     ///< a stop token (reported only with SequenceRequest::report_stop_token); the last event
+  bool stop = false;  ///< a stop token (reported only with SequenceRequest::report_stop_token); the last event
 };
 
 enum class FinishReason {

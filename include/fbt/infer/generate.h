@@ -54,18 +54,17 @@ struct SamplingOptions {
 
 /// Draws one token per row from logits [B,V] -> int64 [B] (on the logits' device).
 /// Throws fbt::Error for options that fail SamplingOptions::validate.
-torch::Tensor sample_tokens(const torch::Tensor& logits, const SamplingOptions& options,
-                            at::Generator& generator);
+torch::Tensor sample_tokens(const torch::Tensor& logits, const SamplingOptions& options, at::Generator& generator);
 
 struct GenerationOptions {
-  Decoding decoding;           ///< Standard, Soft or Fused(k) (checked by generate)
-  int64_t max_new_tokens = 64; ///< per sequence; generation also stops at the model context
+  Decoding decoding;            ///< Standard, Soft or Fused(k) (checked by generate)
+  int64_t max_new_tokens = 64;  ///< per sequence; generation also stops at the model context
   SamplingOptions sampling;
-  int64_t eos_id = -1;         ///< a row stops after emitting this token (-1: never)
+  int64_t eos_id = -1;  ///< a row stops after emitting this token (-1: never)
   /// EOS is never sampled (its logit set to −inf), so every row runs max_new_tokens (or to the
   /// context), as llama.cpp's --ignore-eos: samples long enough to compare the modes
   bool ignore_eos = false;
-  int64_t pad_id = 0;          ///< token used for left padding (never attended)
+  int64_t pad_id = 0;  ///< token used for left padding (never attended)
   /// Streaming: called for every generated token (EOS excluded) with (row, token).
   std::function<void(int64_t, int64_t)> on_token;
   /// Stop hook (may be empty): asked after each step's tokens are emitted, before the next decode

@@ -38,7 +38,6 @@ PromptLogprobs prompt_logprobs(DecodeBackend& backend, const std::vector<int64_t
                                int64_t top_n);
 
 /// prompt_logprobs through the generic libtorch backend on `model` (torch_backend).
-PromptLogprobs prompt_logprobs(FBT& model, const std::vector<int64_t>& tokens, const Decoding& decoding,
-                               int64_t top_n);
+PromptLogprobs prompt_logprobs(FBT& model, const std::vector<int64_t>& tokens, const Decoding& decoding, int64_t top_n);
 
 }  // namespace fbt

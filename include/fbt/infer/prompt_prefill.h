@@ -49,9 +49,9 @@ class PromptPrefill {
   torch::Tensor plain_;  ///< [1,n] bool: position 0 and document starts (plain in every pass)
   int64_t passes_;       ///< 1 + k in Fused(k) mode, else 1
   int64_t capacity_;
-  int64_t next_ = 0;     ///< first prompt position not yet prefilled
+  int64_t next_ = 0;                        ///< first prompt position not yet prefilled
   std::shared_ptr<DecodeBackend> backend_;  ///< runs the passes
-  std::vector<KVCache> caches_;      ///< one per pass; the last one is the decode cache
+  std::vector<KVCache> caches_;             ///< one per pass; the last one is the decode cache
   std::vector<torch::Tensor> carry_;  ///< run_passes' carry: pass j < passes−1's state [1,1,D] at position next_−1
 };
 

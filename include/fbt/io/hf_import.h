@@ -18,13 +18,13 @@ std::vector<std::string> hf_supported_model_types();
 
 /// Settings of an import that HF's config.json does not give.
 struct HfImportOptions {
-  int64_t context = 0;           ///< model context (KV cache, positions); 0: max_position_embeddings
+  int64_t context = 0;  ///< model context (KV cache, positions); 0: max_position_embeddings
   /// The fusion put on top of the imported stack (SPEC §4). Residual, the default:
   /// W_U = 0, so the import is the base model in every decoding mode and a warm start
   /// (`fbt train --init-from`) starts from it; glu / glu_plus_token start with W_U = I.
   Fusion fusion = Fusion::Residual;
   double fusion_gate_init_std = 0.02;  ///< std of W_G (seeded by `seed`)
-  uint64_t seed = 0;             ///< seed of W_G's draw
+  uint64_t seed = 0;                   ///< seed of W_G's draw
 };
 
 /// The fbt ModelConfig of an HF config.json object `hf` (`origin` names the file in errors):
@@ -60,9 +60,9 @@ struct HfImport {
 using ImportParams = torch::OrderedDict<std::string, torch::Tensor>;
 
 /// The part every importer shares: an FBT of `config` whose fusion starts as SPEC §4 says (W_U =
-/// I, or 0 for fusion residual; W_G ~ N(0, options.fusion_gate_init_std) drawn with options.seed), whose imported parameters
-/// `fill` copies in (under NoGradGuard), and whose input norm's gain is then the per-dimension
-/// RMS of the embedding table (FBT::match_input_norm_to_embedding). Returned in eval mode.
+/// I, or 0 for fusion residual; W_G ~ N(0, options.fusion_gate_init_std) drawn with options.seed), whose imported
+/// parameters `fill` copies in (under NoGradGuard), and whose input norm's gain is then the per-dimension RMS of the
+/// embedding table (FBT::match_input_norm_to_embedding). Returned in eval mode.
 FBT build_imported_model(const ModelConfig& config, const HfImportOptions& options,
                          const std::function<void(ImportParams& params)>& fill);
 
@@ -75,14 +75,14 @@ nlohmann::json fusion_init_record(const HfImportOptions& options);
 /// fbt model. Reads DIR/tokenizer.json (required: sentencepiece-only directories, with just
 /// tokenizer.model, are not supported) and DIR/tokenizer_config.json (optional); a special token
 /// tokenizer_config.json does not name is taken from config.json's bos/eos/pad_token_id. The
-/// tokenizer is checked (HfBpeTokenizer::from_hf) here, before anything is written. fbt's RoPE is rotate-half like HF's, so q/k weights are copied unpermuted.
-/// The fusion, which HF models lack, starts as in SPEC §4: W_U = I (W_U = 0 for fusion
-/// residual, the default) and W_G ~ N(0, fusion_gate_init_std) drawn with `seed`; the input
-/// norm's gain is the per-dimension RMS of the embedding table (FBT::match_input_norm_to_embedding),
-/// so a glu fused input has the scale of the raw embedding the Llama block's plain input is. The
-/// standard mode then computes exactly the HF model's logits, and with fusion residual so does
-/// every other mode (tests/model/test_fusion_residual.cpp). Throws fbt::Error naming the file for a missing config or weights
-/// file, a missing tensor, a tensor of the wrong shape, an unexpected tensor, or a bad field.
+/// tokenizer is checked (HfBpeTokenizer::from_hf) here, before anything is written. fbt's RoPE is rotate-half like
+/// HF's, so q/k weights are copied unpermuted. The fusion, which HF models lack, starts as in SPEC §4: W_U = I (W_U = 0
+/// for fusion residual, the default) and W_G ~ N(0, fusion_gate_init_std) drawn with `seed`; the input norm's gain is
+/// the per-dimension RMS of the embedding table (FBT::match_input_norm_to_embedding), so a glu fused input has the
+/// scale of the raw embedding the Llama block's plain input is. The standard mode then computes exactly the HF model's
+/// logits, and with fusion residual so does every other mode (tests/model/test_fusion_residual.cpp). Throws fbt::Error
+/// naming the file for a missing config or weights file, a missing tensor, a tensor of the wrong shape, an unexpected
+/// tensor, or a bad field.
 HfImport import_hf_model(const std::string& dir, const HfImportOptions& options = {});
 
 /// Writes `imported` as an fbt run directory (run_dir.h): RUNDIR/step-0000000/model.safetensors

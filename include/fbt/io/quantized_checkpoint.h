@@ -25,10 +25,10 @@ namespace fbt {
 
 /// One quantised matrix product of a checkpoint.
 struct QuantizedGroup {
-  std::vector<std::string> parts;  ///< the parameters stacked row-wise, in order
-  std::string format;              ///< "Q8_0" or "Q4_0"
-  int64_t rows = 0, cols = 0;      ///< N (the parts' rows together) and K (a multiple of 32)
-  const uint8_t* blocks = nullptr; ///< N × K/32 blocks (loaded: inside QuantizedWeights::memory)
+  std::vector<std::string> parts;   ///< the parameters stacked row-wise, in order
+  std::string format;               ///< "Q8_0" or "Q4_0"
+  int64_t rows = 0, cols = 0;       ///< N (the parts' rows together) and K (a multiple of 32)
+  const uint8_t* blocks = nullptr;  ///< N × K/32 blocks (loaded: inside QuantizedWeights::memory)
   /// Bytes of the blocks: rows × cols/32 × (34 for Q8_0, 18 for Q4_0).
   int64_t bytes() const;
   /// The tensor name in the file: "quantized." + parts[0].
@@ -37,9 +37,9 @@ struct QuantizedGroup {
 
 /// The quantised matrix products of a loaded checkpoint.
 struct QuantizedWeights {
-  std::string weights;                 ///< "int8" or "int4" (fbt quantize --weights)
+  std::string weights;  ///< "int8" or "int4" (fbt quantize --weights)
   std::vector<QuantizedGroup> groups;
-  std::shared_ptr<uint8_t> memory;     ///< the huge-page mapping holding every group's blocks
+  std::shared_ptr<uint8_t> memory;  ///< the huge-page mapping holding every group's blocks
   /// The group whose parts are `parts`, or nullptr.
   const QuantizedGroup* find(const std::vector<std::string>& parts) const;
 };

@@ -25,8 +25,7 @@ using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 /// Atomic: writes `path + ".tmp"` (fsync), then rename()s over `path`; on any failure the tmp is
 /// removed and an existing file at `path` is untouched. Throws fbt::Error on I/O failure, an
 /// unsupported dtype or a bad name.
-void save_tensors(const std::string& path, const NamedTensors& tensors,
-                  const nlohmann::json& metadata);
+void save_tensors(const std::string& path, const NamedTensors& tensors, const nlohmann::json& metadata);
 
 /// The contents of a file written by save_tensors.
 struct TensorFile {

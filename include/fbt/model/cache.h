@@ -28,8 +28,7 @@ struct Layout {
 /// state is private: advance() and advance_step() are its only writers.
 struct KVCache {
   /// Allocates `capacity` slots per layer: k, v are [B, Hkv, capacity, Dh] with `options`.
-  KVCache(const ModelConfig& config, int64_t batch, int64_t capacity,
-          const torch::TensorOptions& options);
+  KVCache(const ModelConfig& config, int64_t batch, int64_t capacity, const torch::TensorOptions& options);
 
   std::vector<torch::Tensor> k, v;  ///< per layer [B, Hkv, capacity, Dh]
   torch::Tensor slot_pos;           ///< [B, capacity] int64 position of each filled slot

@@ -61,35 +61,35 @@ enum class RopeScaling {
 
 /// Architecture hyper-parameters. Run-time settings (passes, sampling, optimiser) live elsewhere.
 struct ModelConfig {
-  int64_t vocab_size = 259;       ///< V
-  int64_t d_model = 64;           ///< D
-  int64_t n_layers = 2;           ///< L
-  int64_t n_heads = 4;            ///< H query heads
-  int64_t n_kv_heads = 2;         ///< Hkv key/value heads (GQA); divides H
-  int64_t d_ff = 176;             ///< SwiGLU hidden size
-  int64_t context = 64;           ///< maximum sequence length (RoPE positions, KV cache size)
-  int64_t window = 0;             ///< sliding-window size in tokens; 0 = full attention everywhere
-  int64_t full_attention_every = 6;  ///< with a window: layers n-1, 2n-1, ... (0-based) are full
-  double rope_theta = 10000.0;    ///< RoPE base
-  double norm_eps = 1e-6;         ///< RMSNorm epsilon
-  double init_std = 0.02;         ///< std of embedding and linear weights at init
+  int64_t vocab_size = 259;            ///< V
+  int64_t d_model = 64;                ///< D
+  int64_t n_layers = 2;                ///< L
+  int64_t n_heads = 4;                 ///< H query heads
+  int64_t n_kv_heads = 2;              ///< Hkv key/value heads (GQA); divides H
+  int64_t d_ff = 176;                  ///< SwiGLU hidden size
+  int64_t context = 64;                ///< maximum sequence length (RoPE positions, KV cache size)
+  int64_t window = 0;                  ///< sliding-window size in tokens; 0 = full attention everywhere
+  int64_t full_attention_every = 6;    ///< with a window: layers n-1, 2n-1, ... (0-based) are full
+  double rope_theta = 10000.0;         ///< RoPE base
+  double norm_eps = 1e-6;              ///< RMSNorm epsilon
+  double init_std = 0.02;              ///< std of embedding and linear weights at init
   double fusion_gate_init_std = 0.02;  ///< std of W_G at init (W_U starts as the identity, or 0 for residual)
-  double residual_scale = 0.0;    ///< residual branch multiplier; 0 means 1/sqrt(2L) (SPEC §3)
+  double residual_scale = 0.0;         ///< residual branch multiplier; 0 means 1/sqrt(2L) (SPEC §3)
   Fusion fusion = Fusion::Glu;
   FeedbackState feedback_state = FeedbackState::PostNorm;
   int64_t doc_separator_id = -1;  ///< token ending a document (EOS); the next position is plain. -1: none
   // Switches for the Llama family; the defaults are the paper's block above.
   BlockKind block = BlockKind::Fbt;
-  int64_t head_dim_override = 0;  ///< JSON "head_dim": Dh when it is not D/H (Qwen3); 0 = D/H
-  bool qk_norm = true;            ///< RMSNorm over Dh on q and k before RoPE (fbt, Qwen3)
-  bool attention_bias = false;    ///< biases on the q, k, v projections (Qwen2; Llama attention_bias)
+  int64_t head_dim_override = 0;    ///< JSON "head_dim": Dh when it is not D/H (Qwen3); 0 = D/H
+  bool qk_norm = true;              ///< RMSNorm over Dh on q and k before RoPE (fbt, Qwen3)
+  bool attention_bias = false;      ///< biases on the q, k, v projections (Qwen2; Llama attention_bias)
   bool attention_out_bias = false;  ///< bias on the output projection (Llama/Qwen3 attention_bias)
-  bool tie_embeddings = true;     ///< LM head = token embedding; false adds `lm_head.weight` [V,D]
+  bool tie_embeddings = true;       ///< LM head = token embedding; false adds `lm_head.weight` [V,D]
   RopeScaling rope_scaling = RopeScaling::None;
-  double rope_scaling_factor = 8.0;        ///< llama3: factor
-  double rope_low_freq_factor = 1.0;       ///< llama3: low_freq_factor
-  double rope_high_freq_factor = 4.0;      ///< llama3: high_freq_factor
-  int64_t rope_original_context = 8192;    ///< llama3: original_max_position_embeddings
+  double rope_scaling_factor = 8.0;      ///< llama3: factor
+  double rope_low_freq_factor = 1.0;     ///< llama3: low_freq_factor
+  double rope_high_freq_factor = 4.0;    ///< llama3: high_freq_factor
+  int64_t rope_original_context = 8192;  ///< llama3: original_max_position_embeddings
   // The paper's and the first author's choices where SPEC §4 chose otherwise.
   InputNorm input_norm = InputNorm::EveryPass;
   FusionInit fusion_init = FusionInit::Identity;
@@ -111,8 +111,7 @@ struct ModelConfig {
   nlohmann::json to_json() const;
   /// Strict parse: unknown keys and wrong types throw fbt::Error naming `source` and the key.
   /// Keys absent from `j` keep the values of `base` (the defaults, i.e. `debug`, if omitted).
-  static ModelConfig from_json(const nlohmann::json& j, const std::string& source,
-                               const ModelConfig& base);
+  static ModelConfig from_json(const nlohmann::json& j, const std::string& source, const ModelConfig& base);
   static ModelConfig from_json(const nlohmann::json& j, const std::string& source);
   /// Named preset: "debug" (tests), "small" (≈5.5 M params, CPU; fusion glu_plus_token with W_G
   /// init std 0.1, the Setting-A sweep winner of docs/results.md), "1b" (paper Appendix A).

@@ -56,8 +56,8 @@ enum class AttentionKernel { Auto, Explicit };
 /// q [B,H,T,Dh], k/v [B,Hkv,S,Dh], mask additive (0 / -inf) [B|1,1,T,S] -> [B,H,T,Dh], scale
 /// 1/sqrt(Dh). `causal_only` (T == S, mask is the plain causal one) lets Auto use the kernels'
 /// own causal masking. Both kernels compute the same function; tests compare them.
-torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                     const torch::Tensor& mask, bool causal_only, AttentionKernel kernel = AttentionKernel::Auto);
+torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& mask,
+                     bool causal_only, AttentionKernel kernel = AttentionKernel::Auto);
 
 /// How a model's matrices are made. Initialized: allocated and initialised (training, or weights
 /// about to be read over them). Skeleton: every linear layer's weight (and bias) and the embedding
@@ -76,8 +76,8 @@ class AttentionImpl : public torch::nn::Module {
   /// x [B,T,D] (the normed branch input) -> [B,T,D]. With `cache`, this call's keys/values are
   /// written to slots [first_slot, first_slot+T) of layer `layer` and attention covers all filled
   /// slots; otherwise it covers the T positions of x.
-  torch::Tensor forward(const torch::Tensor& x, const Rope& rope, const AttentionMasks& masks,
-                        KVCache* cache, int64_t layer, int64_t first_slot);
+  torch::Tensor forward(const torch::Tensor& x, const Rope& rope, const AttentionMasks& masks, KVCache* cache,
+                        int64_t layer, int64_t first_slot);
 
  private:
   int64_t n_heads_, n_kv_heads_, head_dim_, window_;
@@ -103,8 +103,8 @@ TORCH_MODULE(MLP);
 class BlockImpl : public torch::nn::Module {
  public:
   BlockImpl(const ModelConfig& config, int64_t layer, Materialize materialize = Materialize::Initialized);
-  torch::Tensor forward(const torch::Tensor& x, const Rope& rope, const AttentionMasks& masks,
-                        KVCache* cache, int64_t first_slot);  // [B,T,D] -> [B,T,D]
+  torch::Tensor forward(const torch::Tensor& x, const Rope& rope, const AttentionMasks& masks, KVCache* cache,
+                        int64_t first_slot);  // [B,T,D] -> [B,T,D]
 
  private:
   /// y after its optional output norm and scale: s·norm_out(y) (fbt) or y (llama).
@@ -165,8 +165,7 @@ class FBTImpl : public torch::nn::Module {
   /// plain input (RMSNorm_in(e_plain) with model.input_norm = listing3: Listing 3 normalises every
   /// row of a later pass), the others fused_input(h_prev, e_plain). h_prev, e_plain [...,D] ->
   /// [...,D].
-  torch::Tensor feedback_input(const torch::Tensor& h_prev, const torch::Tensor& e_plain,
-                               const torch::Tensor& plain);
+  torch::Tensor feedback_input(const torch::Tensor& h_prev, const torch::Tensor& e_plain, const torch::Tensor& plain);
   /// Sets the input norm's gain to the per-dimension RMS of the embedding table,
   /// sqrt(mean_v E[v,d]²), so that fused inputs RMSNorm_in(·) have the scale of raw embeddings.
   /// The rule for block llama, whose plain inputs are the raw embeddings: the constructor

@@ -12,16 +12,16 @@ namespace fbt {
 /// Options of one K-pass forward. Noise and mixin are training-time devices: evaluation and
 /// the exactness tests pass jitter = 0 and mixin_prob = 0.
 struct PassOptions {
-  int64_t passes = 1;          ///< K ≥ 1; pass 1 is standard teacher forcing
-  double jitter = 0.0;         ///< σ of Uniform(-σ, σ) noise added to the carried state (paper: 0.02)
-  double mixin_prob = 0.0;     ///< per sequence and pass ≥ 2: probability of a plain prefix
+  int64_t passes = 1;               ///< K ≥ 1; pass 1 is standard teacher forcing
+  double jitter = 0.0;              ///< σ of Uniform(-σ, σ) noise added to the carried state (paper: 0.02)
+  double mixin_prob = 0.0;          ///< per sequence and pass ≥ 2: probability of a plain prefix
   bool mixin_per_sequence = false;  ///< one prefix draw per sequence for all passes (else one per pass)
-  bool detach = false;         ///< stop gradients between passes (ablation; paper: off)
-  bool checkpoint = false;     ///< recompute each pass's stack in backward (activation checkpointing)
-  double later_weight = 1.0;   ///< λ in L1 + λ·mean(L2..LK)
-  double z_loss = 0.0;         ///< coefficient of mean(logsumexp(logits)²) added to every pass's loss
-  bool keep_logits = false;    ///< return each pass's logits [B,T,V]
-  bool keep_states = false;    ///< return each pass's feedback states [B,T,D]
+  bool detach = false;              ///< stop gradients between passes (ablation; paper: off)
+  bool checkpoint = false;          ///< recompute each pass's stack in backward (activation checkpointing)
+  double later_weight = 1.0;        ///< λ in L1 + λ·mean(L2..LK)
+  double z_loss = 0.0;              ///< coefficient of mean(logsumexp(logits)²) added to every pass's loss
+  bool keep_logits = false;         ///< return each pass's logits [B,T,V]
+  bool keep_states = false;         ///< return each pass's feedback states [B,T,D]
   /// Optional [B] int64: positions t < plain_prefix[b] are plain in every pass (overrides the
   /// random mixin). Used for "plain prompt, then fused" scoring and the fused(k) prefill.
   torch::Tensor plain_prefix;
@@ -31,7 +31,7 @@ struct PassOptions {
 
 /// Results of a K-pass forward.
 struct PassOutput {
-  std::vector<torch::Tensor> losses;  ///< per pass: mean cross-entropy in nats/token (scalar)
+  std::vector<torch::Tensor> losses;    ///< per pass: mean cross-entropy in nats/token (scalar)
   std::vector<torch::Tensor> z_losses;  ///< per pass: z_loss · mean(logsumexp²) (scalar), if z_loss > 0
   torch::Tensor loss;  ///< L1 + λ·mean(L2..LK), L_k = cross-entropy + z-loss (scalar); undefined without targets
   std::vector<torch::Tensor> logits;  ///< per pass [B,T,V], if keep_logits

@@ -17,8 +17,8 @@ struct ApiError : Error {
   /// draining, 500 internal); `type`: OpenAI's error type ("invalid_request_error",
   /// "authentication_error", "rate_limit_error", "server_error", ...); `code`: OpenAI's error code
   /// ("model_not_found", ...), "" for none (null in the body).
-  ApiError(int status, const std::string& message, std::string param = "",
-           std::string type = "invalid_request_error", std::string code = "")
+  ApiError(int status, const std::string& message, std::string param = "", std::string type = "invalid_request_error",
+           std::string code = "")
       : Error(message), status(status), param(std::move(param)), type(std::move(type)), code(std::move(code)) {}
   int status;
   std::string param;

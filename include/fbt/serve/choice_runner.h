@@ -64,7 +64,7 @@ class ChoiceRunner {
   std::vector<ChoiceText> texts_;
   std::vector<std::string> reasons_;
   std::vector<uint64_t> ids_;
-  std::vector<bool> finished_;  ///< on_finish seen
+  std::vector<bool> finished_;        ///< on_finish seen
   std::shared_ptr<Channel> channel_;  ///< shared with the engine's callbacks, which may outlive this
 };
 

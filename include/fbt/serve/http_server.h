@@ -25,9 +25,9 @@ namespace fbt {
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;             ///< 0: any free port (bind() returns it)
-  std::string api_key;         ///< "" = no authentication
-  int64_t threads = 8;         ///< HTTP worker threads: every open stream holds one
+  int port = 8080;      ///< 0: any free port (bind() returns it)
+  std::string api_key;  ///< "" = no authentication
+  int64_t threads = 8;  ///< HTTP worker threads: every open stream holds one
 };
 
 class HttpServer {

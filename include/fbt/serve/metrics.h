@@ -26,6 +26,7 @@ class RequestCounters {
 /// fbt_generated_tokens_total (counters, EngineStats' prompt_tokens / generated_tokens),
 /// fbt_queue_length and fbt_active_sequences (gauges), and fbt_generated_tokens_per_second (gauge:
 /// generated tokens per second of the engine's busy time since start; 0 before any).
-std::string prometheus_metrics(const EngineStats& stats, const std::map<std::pair<std::string, int>, int64_t>& requests);
+std::string prometheus_metrics(const EngineStats& stats,
+                               const std::map<std::pair<std::string, int>, int64_t>& requests);
 
 }  // namespace fbt

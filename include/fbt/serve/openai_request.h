@@ -26,9 +26,9 @@ struct ServedModel {
   /// The model id (`fbt serve --model-name`, listed by /v1/models): a request whose `model` is
   /// present, not null and not "" must name it (else 404 model_not_found).
   std::string name;
-  const Tokenizer* tokenizer = nullptr;  ///< the checkpoint's tokenizer
-  const ChatTemplate* chat = nullptr;    ///< its chat template; null: /v1/chat/completions answers 400
-  int64_t context = 0;                   ///< model context in tokens
+  const Tokenizer* tokenizer = nullptr;            ///< the checkpoint's tokenizer
+  const ChatTemplate* chat = nullptr;              ///< its chat template; null: /v1/chat/completions answers 400
+  int64_t context = 0;                             ///< model context in tokens
   DecodeMode default_mode = DecodeMode::Standard;  ///< `fbt serve --mode`
   int64_t default_fused_passes = 1;                ///< `fbt serve --fused-passes` (k when a request asks fused)
 };
@@ -42,11 +42,11 @@ struct GenerationParams {
   /// (generate.h) allows, -1 read as 0 (both "all", as vLLM's -1); seed: the request's, or a
   /// random one when absent. Choice i of a prompt samples with seed + i.
   SamplingOptions sampling;
-  int64_t max_tokens = 16;          ///< tokens to generate per choice; 0 only for echo scoring
-  std::vector<std::string> stop;    ///< text-level stop strings (1..16 non-empty)
-  int64_t n = 1;                    ///< choices per prompt, in [1, 128]
-  bool stream = false;              ///< answer as server-sent events
-  bool include_usage = false;       ///< stream_options.include_usage: a last chunk with usage
+  int64_t max_tokens = 16;        ///< tokens to generate per choice; 0 only for echo scoring
+  std::vector<std::string> stop;  ///< text-level stop strings (1..16 non-empty)
+  int64_t n = 1;                  ///< choices per prompt, in [1, 128]
+  bool stream = false;            ///< answer as server-sent events
+  bool include_usage = false;     ///< stream_options.include_usage: a last chunk with usage
 };
 
 /// The request field of the OpenAI API that carries engine field `field` (BadRequest, engine.h):
@@ -68,8 +68,8 @@ struct CompletionRequest {
 
 /// A checked POST /v1/chat/completions body.
 struct ChatRequest {
-  GenerationParams params;     ///< max_tokens defaults to the room left in the context
-  std::vector<int64_t> prompt; ///< the messages rendered with the generation prompt
+  GenerationParams params;      ///< max_tokens defaults to the room left in the context
+  std::vector<int64_t> prompt;  ///< the messages rendered with the generation prompt
 };
 
 /// Parses and checks a completions body (`body`: the raw HTTP body). Throws ApiError 404

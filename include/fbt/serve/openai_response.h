@@ -16,10 +16,10 @@ namespace fbt {
 
 /// What every response object of one request carries.
 struct ResponseHeader {
-  std::string id;       ///< "cmpl-..." or "chatcmpl-..."
-  int64_t created = 0;  ///< Unix time in seconds
-  std::string model;    ///< the served model's name
-  std::string fbt_mode; ///< the decoding mode used, Decoding::label: "standard", "soft", "fused(2)"
+  std::string id;        ///< "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0;   ///< Unix time in seconds
+  std::string model;     ///< the served model's name
+  std::string fbt_mode;  ///< the decoding mode used, Decoding::label: "standard", "soft", "fused(2)"
 };
 
 /// A fresh header: id `prefix` + 24 random hex digits, created = now.
@@ -28,9 +28,9 @@ ResponseHeader make_header(const std::string& prefix, const std::string& model, 
 /// One token's entry of the legacy logprobs object.
 struct TokenLogprob {
   int64_t token = 0;
-  float logprob = 0;   ///< nats; NaN is written as null (the first prompt token has no prediction)
+  float logprob = 0;  ///< nats; NaN is written as null (the first prompt token has no prediction)
   std::vector<std::pair<int64_t, float>> top;  ///< the most likely (token, logprob), best first
-  int64_t text_offset = 0;  ///< characters before the token in the choice's text
+  int64_t text_offset = 0;                     ///< characters before the token in the choice's text
 };
 
 /// The key of token `id` in "tokens" and "top_logprobs": its text decoded alone, or

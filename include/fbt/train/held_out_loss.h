@@ -17,7 +17,7 @@ namespace fbt {
 
 /// One evaluated mode.
 struct LossResult {
-  std::string name;       ///< "passes=p" (loss after p fused prefill passes), "sequential", "decode standard", "decode soft"
+  std::string name;  ///< "passes=p" (loss after p fused prefill passes), "sequential", "decode standard", "decode soft"
   double nats_per_token;  ///< mean next-token cross-entropy, nats per target token
   double bits_per_byte;   ///< total nats / ln 2 / UTF-8 bytes of the targets (NaN if 0 bytes)
   int64_t tokens;         ///< target tokens scored

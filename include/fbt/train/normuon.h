@@ -43,8 +43,8 @@ struct NorMuonOptions {
 class NorMuon {
  public:
   /// Maps the list of U [m,n] of one step to their O = newton_schulz5(U, ns_steps), in order.
-  using Orthogonalizer = std::function<std::vector<torch::Tensor>(const std::vector<torch::Tensor>& U,
-                                                                  int64_t ns_steps)>;
+  using Orthogonalizer =
+      std::function<std::vector<torch::Tensor>(const std::vector<torch::Tensor>& U, int64_t ns_steps)>;
 
   /// Throws fbt::Error naming the parameter if one is not 2-D.
   NorMuon(std::vector<std::pair<std::string, torch::Tensor>> params, NorMuonOptions options);

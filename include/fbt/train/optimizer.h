@@ -19,7 +19,7 @@ struct ParamGroup {
   std::string name;  ///< "normuon", "adam", "adamw_decay" or "adamw_no_decay"
   std::string rule;  ///< which parameters, in words (printed at the start of a run)
   std::vector<std::pair<std::string, torch::Tensor>> params;  ///< (name, parameter)
-  double lr = 0, weight_decay = 0;  ///< peak values, before the schedule's factors
+  double lr = 0, weight_decay = 0;                            ///< peak values, before the schedule's factors
 };
 
 /// The grouping rule (SPEC §6). optimizer = normuon:

@@ -13,7 +13,6 @@ NamedTensors adamw_state(torch::optim::AdamW& optimizer, FBT& model);
 
 /// Restores what adamw_state saved into a freshly built optimiser over the same model.
 /// Throws fbt::Error naming `path` if a tensor is missing or has the wrong shape.
-void load_adamw_state(torch::optim::AdamW& optimizer, FBT& model, const NamedTensors& tensors,
-                      const std::string& path);
+void load_adamw_state(torch::optim::AdamW& optimizer, FBT& model, const NamedTensors& tensors, const std::string& path);
 
 }  // namespace fbt

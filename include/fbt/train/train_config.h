@@ -66,27 +66,27 @@ constexpr double kMaxSettingValue = 1e6;
 /// Run-time settings of `fbt train` (the model's are in ModelConfig). Defaults are the paper's
 /// recipe (SPEC §5–6) except the batch, which `preset("1b")` sets to the paper's.
 struct TrainConfig {
-  int64_t steps = 200;           ///< optimiser steps
-  int64_t batch_size = 8;        ///< sequences per forward (micro-batch)
-  int64_t seq_len = 0;           ///< tokens per sequence; 0 = the model context
-  int64_t batch_tokens = 0;      ///< tokens per optimiser step, reached by gradient accumulation over
-                                 ///< batch_tokens / (batch_size · seq_len) micro-batches; 0 = one
-                                 ///< micro-batch per data-parallel process
+  int64_t steps = 200;       ///< optimiser steps
+  int64_t batch_size = 8;    ///< sequences per forward (micro-batch)
+  int64_t seq_len = 0;       ///< tokens per sequence; 0 = the model context
+  int64_t batch_tokens = 0;  ///< tokens per optimiser step, reached by gradient accumulation over
+                             ///< batch_tokens / (batch_size · seq_len) micro-batches; 0 = one
+                             ///< micro-batch per data-parallel process
   OptimizerKind optimizer = OptimizerKind::NorMuon;
-  double lr = 5e-4;              ///< peak lr of Adam (normuon recipe) or of AdamW (all parameters)
+  double lr = 5e-4;                  ///< peak lr of Adam (normuon recipe) or of AdamW (all parameters)
   double beta1 = 0.9, beta2 = 0.95;  ///< Adam/AdamW betas
   double adam_eps = 1e-10;
-  double weight_decay = 0.1;     ///< AdamW only (matrices); Adam in the normuon recipe has none
-  double normuon_lr = 1e-2;      ///< peak lr of NorMuon
-  double fusion_lr = 0.0;        ///< > 0: the fusion (W_U, W_G) and the input-norm gain form their own
-                                 ///< Adam group with this peak lr and no weight decay; 0: they stay
-                                 ///< in the recipe's groups (warm starts give the new weights more)
+  double weight_decay = 0.1;  ///< AdamW only (matrices); Adam in the normuon recipe has none
+  double normuon_lr = 1e-2;   ///< peak lr of NorMuon
+  double fusion_lr = 0.0;     ///< > 0: the fusion (W_U, W_G) and the input-norm gain form their own
+                              ///< Adam group with this peak lr and no weight decay; 0: they stay
+                              ///< in the recipe's groups (warm starts give the new weights more)
   double normuon_weight_decay = 0.01;
   double normuon_momentum = 0.95;
   double normuon_beta2 = 0.95;
-  int64_t ns_steps = 5;          ///< Newton–Schulz iterations
+  int64_t ns_steps = 5;  ///< Newton–Schulz iterations
   LrSchedule schedule = LrSchedule::WSD;
-  int64_t warmup_steps = 200;    ///< linear warmup (both schedules)
+  int64_t warmup_steps = 200;       ///< linear warmup (both schedules)
   double cooldown_fraction = 0.25;  ///< WSD: the last fraction of steps decays to zero
   CooldownShape cooldown_shape = CooldownShape::Linear;
   double min_lr_fraction = 0.1;  ///< cosine: decays to lr · min_lr_fraction
@@ -96,17 +96,17 @@ struct TrainConfig {
   Precision precision = Precision::Auto;
   uint64_t seed = 1337;
   PassSchedule pass_schedule;
-  double jitter = 0.02;          ///< σ of the state noise in passes ≥ 2 (SPEC §5)
-  double mixin_prob = 0.3;       ///< prefix-mixin probability per sequence (and pass, if per_pass)
+  double jitter = 0.02;     ///< σ of the state noise in passes ≥ 2 (SPEC §5)
+  double mixin_prob = 0.3;  ///< prefix-mixin probability per sequence (and pass, if per_pass)
   MixinDraw mixin_draw = MixinDraw::PerPass;
-  bool detach = false;           ///< stop gradients between passes (ablation)
+  bool detach = false;  ///< stop gradients between passes (ablation)
   bool activation_checkpointing = false;
-  double later_weight = 1.0;     ///< λ
-  int64_t eval_every = 100;      ///< steps between validations; 0 = only at the end
-  int64_t eval_tokens = 32768;   ///< validation tokens per evaluation (windows spread over val)
+  double later_weight = 1.0;       ///< λ
+  int64_t eval_every = 100;        ///< steps between validations; 0 = only at the end
+  int64_t eval_tokens = 32768;     ///< validation tokens per evaluation (windows spread over val)
   int64_t checkpoint_every = 100;  ///< steps between checkpoints (and one at the end)
-  int64_t max_bad_steps = 10;    ///< consecutive non-finite losses before stopping with an error
-  int64_t log_every = 10;        ///< steps between plain progress lines (non-terminal output)
+  int64_t max_bad_steps = 10;      ///< consecutive non-finite losses before stopping with an error
+  int64_t log_every = 10;          ///< steps between plain progress lines (non-terminal output)
 
   template <class F>
   void visit(F&& f) {

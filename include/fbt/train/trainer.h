@@ -13,28 +13,29 @@ namespace fbt {
 
 /// Everything `fbt train` takes from its command line.
 struct TrainOptions {
-  std::string config;               ///< preset name or JSON file (RunConfig::load); empty = "small";
-                                    ///< must be empty with resume (the stored config is used)
-  std::vector<std::string> sets;    ///< `--set key=value` overrides, applied in order
-  std::string data_dir;             ///< prepared by `fbt prepare` (train.bin, val.bin, meta.json)
-  std::string out_dir;              ///< the run directory (layout in run_dir.h)
-  int64_t steps = 0;                ///< overrides train.steps when > 0
-  bool resume = false;              ///< continue from RUNDIR/latest
-  std::string init_from;            ///< warm start: a checkpoint (model.safetensors, step or run
-                                    ///< directory) whose weights and model config a new run starts
-                                    ///< from, with TrainConfig::warm_start's settings + `sets`
-  bool force = false;               ///< replace a different run already in out_dir
-  bool verify_data = false;         ///< check the shards' full sha256 against meta.json (open_split)
-  std::string device = "cpu";       ///< "cpu" or "cuda" (`fbt train --device auto` resolves to one) (a data-parallel rank takes cuda:LOCAL_RANK)
-  DistributedOptions dist;          ///< used when launched with WORLD_SIZE > 1 (distributed.h)
+  std::string config;             ///< preset name or JSON file (RunConfig::load); empty = "small";
+                                  ///< must be empty with resume (the stored config is used)
+  std::vector<std::string> sets;  ///< `--set key=value` overrides, applied in order
+  std::string data_dir;           ///< prepared by `fbt prepare` (train.bin, val.bin, meta.json)
+  std::string out_dir;            ///< the run directory (layout in run_dir.h)
+  int64_t steps = 0;              ///< overrides train.steps when > 0
+  bool resume = false;            ///< continue from RUNDIR/latest
+  std::string init_from;          ///< warm start: a checkpoint (model.safetensors, step or run
+                                  ///< directory) whose weights and model config a new run starts
+                                  ///< from, with TrainConfig::warm_start's settings + `sets`
+  bool force = false;             ///< replace a different run already in out_dir
+  bool verify_data = false;       ///< check the shards' full sha256 against meta.json (open_split)
+  std::string device = "cpu";     ///< "cpu" or "cuda" (`fbt train --device auto` resolves to one) (a data-parallel rank
+                                  ///< takes cuda:LOCAL_RANK)
+  DistributedOptions dist;        ///< used when launched with WORLD_SIZE > 1 (distributed.h)
 };
 
 /// Summary of a finished (or interrupted) run.
 struct TrainResult {
-  int64_t last_step = 0;            ///< steps completed
-  int stop_signal = 0;              ///< SIGINT/SIGTERM that stopped the run early (checkpoint written), else 0
-  std::vector<double> losses;       ///< total loss of every step run in this process (NaN if skipped)
-  bool validated = false;           ///< whether this process ran a validation
+  int64_t last_step = 0;                    ///< steps completed
+  int stop_signal = 0;                      ///< SIGINT/SIGTERM that stopped the run early (checkpoint written), else 0
+  std::vector<double> losses;               ///< total loss of every step run in this process (NaN if skipped)
+  bool validated = false;                   ///< whether this process ran a validation
   double val_standard = 0, val_fused1 = 0;  ///< last validation, nats/token
 };
 

@@ -18,16 +18,16 @@ namespace fbt {
 /// What trainer.json records: the run's counters after `step` steps and the state that makes a
 /// resumed run repeat an uninterrupted one (pass-schedule RNG, jitter/mixin generators, loader).
 struct TrainerState {
-  int64_t step = 0;              ///< optimiser steps completed (skipped ones included)
-  int64_t tokens = 0;            ///< training tokens of the applied steps
-  int64_t token_equivalent = 0;  ///< Σ tokens × passes
-  int64_t consecutive_bad = 0;   ///< non-finite steps in a row at the end
-  std::map<int64_t, int64_t> pass_counts;  ///< applied steps per K
-  double wall_s = 0;             ///< wall-clock seconds of the run up to this checkpoint
-  std::string pass_rng;          ///< std::mt19937_64 state, as its operator<< writes it
+  int64_t step = 0;                           ///< optimiser steps completed (skipped ones included)
+  int64_t tokens = 0;                         ///< training tokens of the applied steps
+  int64_t token_equivalent = 0;               ///< Σ tokens × passes
+  int64_t consecutive_bad = 0;                ///< non-finite steps in a row at the end
+  std::map<int64_t, int64_t> pass_counts;     ///< applied steps per K
+  double wall_s = 0;                          ///< wall-clock seconds of the run up to this checkpoint
+  std::string pass_rng;                       ///< std::mt19937_64 state, as its operator<< writes it
   std::vector<std::string> torch_generators;  ///< CPU generator state per rank, hex
-  nlohmann::json loader;         ///< BatchLoader::state()
-  int64_t world_size = 1;        ///< processes of the run that wrote it
+  nlohmann::json loader;                      ///< BatchLoader::state()
+  int64_t world_size = 1;                     ///< processes of the run that wrote it
 
   /// trainer.json's object, with "checksum": the sha256 of the compact dump of the other fields.
   nlohmann::json to_json() const;

@@ -52,20 +52,16 @@ void write_field(nlohmann::json& j, const std::string& key, const T& v) {
 /// naming `what` and the expected type.
 template <class T>
 void read_field(const nlohmann::json& j, const std::string& what, T& out) {
-  auto fail = [&](const char* expected) {
-    throw Error(what + ": expected " + expected + ", got " + j.dump());
-  };
+  auto fail = [&](const char* expected) { throw Error(what + ": expected " + expected + ", got " + j.dump()); };
   if constexpr (std::is_same_v<T, bool>) {
     if (!j.is_boolean()) fail("true or false");
     out = j.get<bool>();
   } else if constexpr (std::is_integral_v<T>) {
     if (!j.is_number_integer()) fail("an integer");
     // nlohmann converts with a cast: 18446744073709551615 would become -1, and -1 a huge seed.
-    const bool fits = j.is_number_unsigned()
-                          ? j.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
-                          : std::is_signed_v<T> || j.get<int64_t>() >= 0;
-    if (!fits)
-      fail(std::is_signed_v<T> ? "an integer in [-2^63, 2^63-1]" : "an integer in [0, 2^64-1]");
+    const bool fits = j.is_number_unsigned() ? j.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                                             : std::is_signed_v<T> || j.get<int64_t>() >= 0;
+    if (!fits) fail(std::is_signed_v<T> ? "an integer in [-2^63, 2^63-1]" : "an integer in [0, 2^64-1]");
     out = j.get<T>();
   } else if constexpr (std::is_floating_point_v<T>) {
     if (!j.is_number()) fail("a number");
