@@ -189,13 +189,15 @@ TEST(ChatCli, CtrlCWhileAWriteBlocksStillStopsTheReply) {
     ::dup2(::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
     ::close(out[0]);
     ::execl(FBT_CLI, FBT_CLI, "chat", "--checkpoint", checkpoint.c_str(), "--temperature", "0", "--max-new-tokens",
-            "12000", static_cast<char*>(nullptr));
+            "12000", "--threads", "1", static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ::close(out[1]);
-  // Wait (up to 60 s) until the pipe is full and fbt has slept in its write for a while.
+  // Wait until the pipe is full and fbt has slept in its write for a while: ~2 s alone, but up to
+  // 5 minutes, as under ctest -j beside a training test fbt took over 60 s to start and fill it
+  // (CI, stop 47). One thread, so fbt's OpenMP pool is not oversubscribed by the neighbours'.
   int sleeping = 0;
-  for (int i = 0; i < 6000 && sleeping < 10; ++i) {
+  for (int i = 0; i < 30000 && sleeping < 10; ++i) {
     int queued = 0;
     ::ioctl(out[0], FIONREAD, &queued);
     sleeping = queued >= capacity && process_state(pid) == 'S' ? sleeping + 1 : 0;
