@@ -302,8 +302,9 @@ void HttpServer::Impl::completions(const httplib::Request& req, httplib::Respons
     if (!r.params.stream) return send_json(res, 200, body);
     return res.set_content(sse_event(body) + sse_done(), "text/event-stream");
   }
-  auto runner = std::make_shared<ChoiceRunner>(engine, tokenizer, r.params, r.prompts,
-                                               std::vector<int64_t>{tokenizer.eos_id()}, r.logprobs);
+  std::vector<int64_t> stop_tokens;
+  if (!r.params.ignore_eos) stop_tokens.push_back(tokenizer.eos_id());
+  auto runner = std::make_shared<ChoiceRunner>(engine, tokenizer, r.params, r.prompts, stop_tokens, r.logprobs);
   runner->start();
   // The logprobs entry of the token an update carries: the last kept token of its choice, or the
   // stop token after them.
@@ -351,8 +352,11 @@ void HttpServer::Impl::completions(const httplib::Request& req, httplib::Respons
 void HttpServer::Impl::chat(const httplib::Request& req, httplib::Response& res, std::shared_ptr<void> inflight) {
   const ChatRequest r = parse_chat_request(req.body, served);
   const auto header = make_header("chatcmpl-", served.name, r.params.decoding.label());
-  std::vector<int64_t> stop_tokens{served.chat->end_of_turn_id()};
-  if (served.tokenizer->eos_id() != stop_tokens[0]) stop_tokens.push_back(served.tokenizer->eos_id());
+  std::vector<int64_t> stop_tokens;
+  if (!r.params.ignore_eos) {
+    stop_tokens.push_back(served.chat->end_of_turn_id());
+    if (served.tokenizer->eos_id() != stop_tokens[0]) stop_tokens.push_back(served.tokenizer->eos_id());
+  }
   auto runner = std::make_shared<ChoiceRunner>(engine, *served.tokenizer, r.params,
                                                std::vector<std::vector<int64_t>>{r.prompt}, stop_tokens, -1);
   runner->start();

@@ -141,6 +141,7 @@ GenerationParams read_params(const json& j, const ServedModel& model, int64_t de
     require(p.n >= 1 && p.n <= kMaxChoices, "n",
             "must be in [1, " + std::to_string(kMaxChoices) + "] (got " + std::to_string(p.n) + ")");
   p.stop = read_stop(j);
+  read_optional(j, "ignore_eos", p.ignore_eos);
   read_optional(j, "stream", p.stream);
   if (const json* options = field(j, "stream_options")) {
     require(options->is_object(), "stream_options", "expected an object, got " + brief(*options));

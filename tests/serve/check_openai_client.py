@@ -88,6 +88,20 @@ def check_completions(fbt, run, client):
     print("lists, n=2, seeds: each choice equals its prompt alone with seed + i; repeated requests agree")
 
 
+def check_ignore_eos(client):
+    """ignore_eos: the same samples as without it (same seed) up to where end-of-text ended them,
+    then on to max_tokens: finish_reason "length" and exactly max_tokens completion tokens."""
+    sampling = dict(model="x", prompt=PROMPT, max_tokens=24, temperature=1)
+    stopped = 0
+    for seed in range(6):
+        plain = client.completions.create(**sampling, seed=seed)
+        r = client.completions.create(**sampling, seed=seed, extra_body={"ignore_eos": True})
+        assert r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 24, (seed, r)
+        assert r.choices[0].text.startswith(plain.choices[0].text), (seed, plain.choices[0].text, r.choices[0].text)
+        stopped += plain.choices[0].finish_reason == "stop"
+    print(f"ignore_eos: 6 seeds run to max_tokens, each continuing its plain sample ({stopped} of which ended at EOS)")
+
+
 def check_stop(client):
     sampling = dict(model="x", prompt=PROMPT, max_tokens=24, temperature=1, seed=2)
     whole = client.completions.create(**sampling).choices[0].text
@@ -296,6 +310,7 @@ def main():
             client = openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0)
             check_completions(fbt, run, client)
             check_stop(client)
+            check_ignore_eos(client)
             check_echo(run, client)
             check_chat(client, fbt, run)
             check_errors(server, client)

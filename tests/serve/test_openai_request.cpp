@@ -82,7 +82,7 @@ TEST_F(OpenAiRequest, CompletionFieldsAreRead) {
   auto r = parse_completion_request(
       R"({"model": "tiny", "prompt": "a", "max_tokens": 0, "echo": true, "logprobs": 2, "temperature": 0,
           "top_p": 0.5, "top_k": -1, "n": 3, "stop": ["\n", "END"], "stream": true,
-          "stream_options": {"include_usage": true}, "fbt_mode": "fused", "fbt_fused_passes": 2,
+          "stream_options": {"include_usage": true}, "fbt_mode": "fused", "fbt_fused_passes": 2, "ignore_eos": true,
           "presence_penalty": 0, "logit_bias": {}, "best_of": 3, "user": "ignored"})",
       model_);
   EXPECT_EQ(r.params.max_tokens, 0);
@@ -95,6 +95,8 @@ TEST_F(OpenAiRequest, CompletionFieldsAreRead) {
   EXPECT_EQ(r.params.stop, (std::vector<std::string>{"\n", "END"}));
   EXPECT_TRUE(r.params.stream);
   EXPECT_TRUE(r.params.include_usage);
+  EXPECT_TRUE(r.params.ignore_eos);
+  EXPECT_FALSE(parse_completion_request(R"({"prompt": "a"})", model_).params.ignore_eos);
   EXPECT_EQ(r.params.decoding, Decoding::fused(2));
   EXPECT_EQ(parse_completion_request(R"({"prompt": "a", "stop": "x", "max_tokens": null})", model_).params.stop,
             std::vector<std::string>{"x"});
@@ -132,6 +134,7 @@ TEST_F(OpenAiRequest, EveryRefusedCompletionNamesItsField) {
           {R"({"prompt": "a", "max_tokens": 0})", "max_tokens", "0 only with echo"},
           {R"({"prompt": "a", "max_tokens": "5"})", "max_tokens", "expected an integer"},
           {R"({"prompt": "a", "n": 0})", "n", "must be in [1, 128]"},
+          {R"({"prompt": "a", "ignore_eos": 1})", "ignore_eos", "expected true or false"},
           {R"({"prompt": "a", "n": 2.0})", "n", "expected an integer"},
           {R"({"prompt": "a", "temperature": 2.5})", "temperature", "must be 0 (greedy) or in"},
           {R"({"prompt": "a", "temperature": -1})", "temperature", "must be 0"},

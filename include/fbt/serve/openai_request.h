@@ -47,6 +47,9 @@ struct GenerationParams {
   int64_t n = 1;                  ///< choices per prompt, in [1, 128]
   bool stream = false;            ///< answer as server-sent events
   bool include_usage = false;     ///< stream_options.include_usage: a last chunk with usage
+  /// ignore_eos (vLLM's extension, also llama-server's): end-of-text and end of turn do not end a
+  /// choice; as in vLLM they are sampled like any token and the choice runs to max_tokens or the context
+  bool ignore_eos = false;
 };
 
 /// The request field of the OpenAI API that carries engine field `field` (BadRequest, engine.h):
