@@ -190,7 +190,11 @@ CpuDecoder::CpuDecoder(FBT& model, CpuDecoderOptions options)
   head_ = weight({config_.tie_embeddings ? "embedding.weight" : "lm_head.weight"}, /*head=*/true);
   if (config_.tie_embeddings && !head_.quant) embedding_ = get("embedding.weight");
   check_shapes();
-  if (!options_.prequantized) gather_quantised_weights();  // a checkpoint's blocks already share one mapping
+  // A checkpoint's blocks already share one mapping: they are copied only to change their layout.
+  bool relayout = false;
+  for (const Matrix* m : matrices(/*with_fusion=*/true))
+    relayout = relayout || (m->quant && layout_for(*m->quant) != m->quant->layout());
+  if (!options_.prequantized || relayout) gather_quantised_weights();
   const int64_t Dh = config_.head_dim();
   for (int64_t i = 0; i < Dh / 2; ++i)  // as make_rope: θ^(-(2i)/Dh) in fp32
     inv_freq_.push_back(std::pow(float(config_.rope_theta), -float(2 * i) / float(Dh)));
@@ -235,9 +239,13 @@ void CpuDecoder::check_shapes() const {
 
 std::vector<QuantizedGroup> CpuDecoder::quantized_groups() const {
   std::vector<QuantizedGroup> out;
-  for (const Matrix* m : matrices(/*with_fusion=*/true))
-    if (m->quant)
-      out.push_back({m->names, quant_format_name(m->quant->format()), m->rows, m->cols, m->quant->block(0, 0)});
+  for (const Matrix* m : matrices(/*with_fusion=*/true)) {
+    if (!m->quant) continue;
+    if (m->quant->layout() != QuantLayout::Rows)
+      throw Error("CpuDecoder::quantized_groups: '" + m->names[0] +
+                  "' is in the kernel's tiles (q4_layout Rows keeps ggml's layout)");
+    out.push_back({m->names, quant_format_name(m->quant->format()), m->rows, m->cols, m->quant->block(0, 0)});
+  }
   return out;
 }
 
@@ -253,10 +261,15 @@ void CpuDecoder::gather_quantised_weights() {
   size_t offset = 0;
   for (auto* q : quantised) {
     offset = at(offset);
-    q->move_to(mapping.get() + offset, mapping);
+    q->move_to(mapping.get() + offset, mapping, layout_for(*q));
     offset += size_t(q->bytes());
   }
   release_free_cpu_blocks();  // the blocks' old copies
+}
+
+QuantLayout CpuDecoder::layout_for(const QuantMatrix& m) const {
+  return m.format() == QuantFormat::Q4_0 && options_.activations == Q8Activations::Int8 ? options_.q4_layout
+                                                                                        : QuantLayout::Rows;
 }
 
 void CpuDecoder::reserve_rows(int64_t B) {

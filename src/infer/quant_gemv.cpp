@@ -304,6 +304,131 @@ __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"), flatten)) vo
 
 using RowsFn = void (*)(const QuantMatrix&, const Inputs&, int64_t, float*, int64_t, int64_t);
 
+// ---- Q4_0 in the Tiles8 layout with int8 activations: 8 weight rows' dot products per register. ----
+
+constexpr int64_t kTileBlockBytes = 8 * block_bytes_of(QuantFormat::Q4_0);  // 8 scales + 4 chunks of 32 bytes
+
+/// y[b, n] for any row n of a Tiles8 matrix by scalar code (CPUs without AVX2, and the last
+/// N mod 8 rows): per block s = Σ_j q_j·xq_j − 8·Σ_j xq_j exactly in int32, then
+/// acc = fma(float(s), d_w·d_x, acc) in block order: the steps of tile8_avx2 for each lane, so the
+/// same bits.
+float dot_tiles8_portable(const QuantMatrix& W, int64_t n, const Inputs& in, int64_t b) {
+  const int64_t nb = in.K / kBlock;
+  uint8_t w[block_bytes_of(QuantFormat::Q4_0)];
+  float acc = 0.0f;
+  for (int64_t ib = 0; ib < nb; ++ib) {
+    W.copy_block(n, ib, w);
+    const int64_t at = b * nb + ib;
+    const int8_t* xq = in.xq + at * kBlock;
+    int32_t s = -8 * in.sx[at];
+    for (int64_t j = 0; j < kBlock / 2; ++j)
+      s += int32_t(w[kScaleBytes + j] & 0x0F) * xq[j] + int32_t(w[kScaleBytes + j] >> 4) * xq[j + kBlock / 2];
+    const float dw = float(c10::Half(fp16_bits_at(w), c10::Half::from_bits()));
+    acc = std::fma(float(s), dw * in.dx[at], acc);
+  }
+  return acc;
+}
+
+/// The 4 bytes of xq from value 4k, in every 32-bit lane.
+__attribute__((target("avx2,fma,f16c"))) inline __m256i broadcast4(const int8_t* xq, int k) {
+  int32_t v;
+  std::memcpy(&v, xq + 4 * k, sizeof v);
+  return _mm256_set1_epi32(v);
+}
+
+/// Lane r: Σ_j q_j·xq_j − 8·Σxq (`sx`) over one block of row r of a tile, exactly, from w[k]
+/// (values 4k..4k+3 of the 8 rows as unsigned nibbles) and the block's 32 int8 inputs xq. VNNI:
+/// vpdpbusd in two chains; AVX2: maddubs products added in int16 (|Σ| ≤ 8·2·15·127 = 30480 < 2¹⁵),
+/// then widened: the same integers.
+template <bool VNNI>
+__attribute__((target("avx2,fma,f16c"))) inline __m256i tile8_sums(const __m256i* w, const int8_t* xq, int32_t sx);
+template <>
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"))) inline __m256i tile8_sums<true>(const __m256i* w,
+                                                                                                     const int8_t* xq,
+                                                                                                     int32_t sx) {
+  __m256i even = _mm256_set1_epi32(-8 * sx), odd = _mm256_setzero_si256();
+  for (int k = 0; k < 8; k += 2) {
+    even = _mm256_dpbusd_epi32(even, w[k], broadcast4(xq, k));
+    odd = _mm256_dpbusd_epi32(odd, w[k + 1], broadcast4(xq, k + 1));
+  }
+  return _mm256_add_epi32(even, odd);
+}
+template <>
+__attribute__((target("avx2,fma,f16c"))) inline __m256i tile8_sums<false>(const __m256i* w, const int8_t* xq,
+                                                                          int32_t sx) {
+  __m256i pairs = _mm256_maddubs_epi16(w[0], broadcast4(xq, 0));
+  for (int k = 1; k < 8; ++k) pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w[k], broadcast4(xq, k)));
+  return _mm256_add_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), _mm256_set1_epi32(-8 * sx));
+}
+
+/// y[b0 + c, 8t..8t+7] for tile t and the BC input rows b0..: each block's 32-byte chunks are
+/// unpacked once for all BC inputs; lane r of acc[c] is row 8t + r's dot product, its blocks added
+/// in order (dot_tiles8_portable's steps).
+template <int BC, bool VNNI>
+__attribute__((target("avx2,fma,f16c"))) inline void tile8_avx2(const QuantMatrix& W, int64_t t, const Inputs& in,
+                                                                int64_t b0, float* y) {
+  const int64_t nb = in.K / kBlock;
+  const uint8_t* tile = W.tile(t);
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  __m256 acc[BC];
+  for (int c = 0; c < BC; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < nb; ++ib) {
+    const uint8_t* block = tile + ib * kTileBlockBytes;
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block)));
+    __m256i w[8];
+    for (int c = 0; c < 4; ++c) {
+      const __m256i chunk = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 8 * kScaleBytes + 32 * c));
+      w[c] = _mm256_and_si256(chunk, nibble);
+      w[c + 4] = _mm256_and_si256(_mm256_srli_epi16(chunk, 4), nibble);
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < BC; ++c) {
+      const int64_t at = (b0 + c) * nb + ib;
+      const __m256i s = tile8_sums<VNNI>(w, in.xq + at * kBlock, in.sx[at]);
+      acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(in.dx[at])), acc[c]);
+    }
+  }
+  for (int c = 0; c < BC; ++c) _mm256_storeu_ps(y + (b0 + c) * W.rows() + 8 * t, acc[c]);
+}
+
+/// Tiles t0..t1 against all B input rows: per tile, the inputs in groups of 4, 2, 1 (the tile's
+/// blocks stay in L1 across them).
+template <bool VNNI>
+__attribute__((target("avx2,fma,f16c"))) inline void tiles8_rows(const QuantMatrix& W, const Inputs& in, int64_t B,
+                                                                 float* y, int64_t t0, int64_t t1) {
+  for (int64_t t = t0; t < t1; ++t) {
+    int64_t b = 0;
+    for (; b + 4 <= B; b += 4) tile8_avx2<4, VNNI>(W, t, in, b, y);
+    if (b + 2 <= B) tile8_avx2<2, VNNI>(W, t, in, b, y), b += 2;
+    if (b < B) tile8_avx2<1, VNNI>(W, t, in, b, y);
+  }
+}
+__attribute__((target("avx2,fma,f16c"), flatten)) void tiles8_avx2(const QuantMatrix& W, const Inputs& in, int64_t B,
+                                                                   float* y, int64_t t0, int64_t t1) {
+  tiles8_rows<false>(W, in, B, y, t0, t1);
+}
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"), flatten)) void tiles8_vnni(const QuantMatrix& W,
+                                                                                               const Inputs& in,
+                                                                                               int64_t B, float* y,
+                                                                                               int64_t t0, int64_t t1) {
+  tiles8_rows<true>(W, in, B, y, t0, t1);
+}
+
+/// quant_linear of a Tiles8 matrix: tiles split across the intra-op threads, the last N mod 8
+/// rows with the last tiles.
+void tiles8_linear(const QuantMatrix& W, const Inputs& in, int64_t B, float* y) {
+  const int64_t tiles = W.tiled_rows() / 8, N = W.rows();
+  const RowsFn simd = !cpu_has_avx2() ? nullptr : cpu_has_avx512_vnni() ? tiles8_vnni : tiles8_avx2;
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 13) / in.K);  // quant_linear's grain of rows / 8
+  at::parallel_for(0, tiles + 1, grain, [&](int64_t t0, int64_t t1) {
+    const int64_t last = std::min(t1, tiles);  // index `tiles` stands for the rows after the tiles
+    if (simd && t0 < last) simd(W, in, B, y, t0, last);
+    const int64_t n0 = simd ? std::max(8 * t0, W.tiled_rows()) : 8 * t0, n1 = t1 > tiles ? N : 8 * last;
+    for (int64_t n = n0; n < n1; ++n)
+      for (int64_t b = 0; b < B; ++b) y[b * N + n] = dot_tiles8_portable(W, n, in, b);
+  });
+}
+
 /// The SIMD kernel of one weight format and activation kind (AVX-512 VNNI where the CPU has it and
 /// the activations are int8, else AVX2).
 RowsFn simd_kernel(QuantFormat format, Q8Activations act) {
@@ -320,8 +445,43 @@ const char* quant_format_name(QuantFormat format) { return format == QuantFormat
 
 int64_t QuantMatrix::block_bytes() const { return block_bytes_of(format_); }
 
-void QuantMatrix::move_to(uint8_t* destination, std::shared_ptr<uint8_t> owner) {
-  std::memcpy(destination, data_, size_t(bytes_));
+const uint8_t* QuantMatrix::block(int64_t n, int64_t ib) const {
+  if (n < tiled_rows()) throw Error("QuantMatrix::block: row " + std::to_string(n) + " lies in a tile of 8 rows");
+  return data_ + (n * (cols_ / kBlock) + ib) * block_bytes();  // the Tiles8 rest starts where the tiles end
+}
+
+void QuantMatrix::copy_block(int64_t n, int64_t ib, uint8_t* out) const {
+  if (n >= tiled_rows()) {
+    std::memcpy(out, block(n, ib), size_t(block_bytes()));
+    return;
+  }
+  const uint8_t* t = tile(n / 8) + ib * 8 * block_bytes();
+  const int64_t r = n % 8;
+  std::memcpy(out, t + r * kScaleBytes, kScaleBytes);
+  for (int64_t c = 0; c < 4; ++c) std::memcpy(out + kScaleBytes + 4 * c, t + 8 * kScaleBytes + 32 * c + 4 * r, 4);
+}
+
+void QuantMatrix::move_to(uint8_t* destination, std::shared_ptr<uint8_t> owner, QuantLayout layout) {
+  if (layout == QuantLayout::Tiles8 && (format_ != QuantFormat::Q4_0 || layout_ != QuantLayout::Rows))
+    throw Error("QuantMatrix::move_to: the Tiles8 layout is for Q4_0 blocks in the Rows layout");
+  if (layout == layout_) {
+    std::memcpy(destination, data_, size_t(bytes_));
+  } else {  // Rows → Tiles8: tile t's block ib is rows 8t..8t+7's blocks ib, scales first, then 4-byte groups
+    const int64_t nb = cols_ / kBlock, bb = block_bytes(), tiles = rows_ / 8;
+    for (int64_t t = 0; t < tiles; ++t)
+      for (int64_t ib = 0; ib < nb; ++ib) {
+        uint8_t* out = destination + (t * nb + ib) * 8 * bb;
+        for (int64_t r = 0; r < 8; ++r) {
+          const uint8_t* in = data_ + ((8 * t + r) * nb + ib) * bb;
+          std::memcpy(out + r * kScaleBytes, in, kScaleBytes);
+          for (int64_t c = 0; c < 4; ++c)
+            std::memcpy(out + 8 * kScaleBytes + 32 * c + 4 * r, in + kScaleBytes + 4 * c, 4);
+        }
+      }
+    const int64_t done = tiles * 8 * nb * bb;
+    std::memcpy(destination + done, data_ + done, size_t(bytes_ - done));  // the last N mod 8 rows
+  }
+  layout_ = layout;
   owner_ = std::move(owner);
   data_ = destination;
 }
@@ -364,7 +524,12 @@ QuantMatrix QuantMatrix::quantize(QuantFormat format, const float* W, int64_t N,
 }
 
 void QuantMatrix::dequantize_row(int64_t n, float* out) const {
-  dequantize_blocks(ggml_type(format_), block(n, 0), cols_, out);
+  if (n >= tiled_rows()) return dequantize_blocks(ggml_type(format_), block(n, 0), cols_, out);
+  uint8_t b[block_bytes_of(QuantFormat::Q8_0)];
+  for (int64_t ib = 0; ib < cols_ / kBlock; ++ib) {
+    copy_block(n, ib, b);
+    dequantize_blocks(ggml_type(format_), b, kBlock, out + ib * kBlock);
+  }
 }
 
 int quant_kernel_threads() { return detail::parallel_for_threads_here(); }
@@ -387,6 +552,11 @@ void quant_linear(const float* x, int64_t B, const QuantMatrix& W, float* y, Q8A
     }
   }
   const Inputs in{x, xq.data(), dx.data(), sx.data(), K};
+  if (W.layout() == QuantLayout::Tiles8) {
+    if (act != Q8Activations::Int8)
+      throw Error("quant_linear: a Q4_0 matrix in tiles of 8 rows needs int8 activations");
+    return tiles8_linear(W, in, B, y);
+  }
   const RowsFn simd = cpu_has_avx2() ? simd_kernel(W.format(), act) : nullptr;
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / K);  // ~64 KiB of Q8_0 weights per task
   at::parallel_for(0, W.rows(), grain, [&](int64_t n0, int64_t n1) {

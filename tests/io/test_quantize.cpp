@@ -43,16 +43,20 @@ TEST(Quantize, LoadedRunDecodesAsTheModelQuantisedAtLoad) {
     for (const auto& [weights, name] : {std::pair{DecodeWeights::Int8, "int8"}, {DecodeWeights::Int4, "int4"}}) {
       SCOPED_TRACE(enum_to_string(config.block) + " " + name);
       auto model = testing::make_test_model(config);
-      CpuDecoder at_load(model, CpuDecoderOptions{/*batch_invariant=*/true, weights});
+      CpuDecoder at_load(model, CpuDecoderOptions{/*batch_invariant=*/true, weights});  // Q4_0 in Tiles8
+      CpuDecoderOptions rows{/*batch_invariant=*/true, weights};
+      rows.q4_layout = QuantLayout::Rows;  // as fbt quantize: the file holds ggml's layout
+      const CpuDecoder writer(model, rows);
+      if (weights == DecodeWeights::Int4) EXPECT_THROW(at_load.quantized_groups(), Error);
       const auto path = (tmp.path / (enum_to_string(config.block) + name + ".safetensors")).string();
-      save_quantized_model(path, model, nlohmann::json::object(), 3, name, at_load.quantized_groups());
+      save_quantized_model(path, model, nlohmann::json::object(), 3, name, writer.quantized_groups());
 
       CheckpointInfo info;
       auto loaded = load_model(path, &info);
       ASSERT_TRUE(info.quantized);
       EXPECT_EQ(info.quantized->weights, name);
       EXPECT_EQ(info.step, 3);
-      EXPECT_EQ(info.quantized->groups.size(), at_load.quantized_groups().size());
+      EXPECT_EQ(info.quantized->groups.size(), writer.quantized_groups().size());
       // No fp32 matrix exists: every grouped parameter is an empty skeleton tensor.
       int64_t grouped = 0;
       for (const auto& g : info.quantized->groups)

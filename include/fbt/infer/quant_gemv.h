@@ -18,9 +18,20 @@ enum class QuantFormat {
 /// The name of `format` as ggml spells it ("Q8_0", "Q4_0").
 const char* quant_format_name(QuantFormat format);
 
+/// How a QuantMatrix orders its blocks in memory (the same bytes, permuted).
+enum class QuantLayout {
+  Rows,    ///< ggml's: row-major, row n's K/32 blocks one after the other (what files hold)
+  Tiles8,  ///< Q4_0 only, the int8-activation kernel's: rows in tiles of 8, a tile's block ib stored
+           ///< as 144 bytes: the 8 rows' fp16 scales, then 4 chunks of 32 bytes, chunk c holding
+           ///< bytes 4c..4c+3 of each row's values in row order (its low nibbles: values 4c..4c+3 of
+           ///< the 8 rows; its high nibbles: values 16+4c..19+4c), so one 32-byte load feeds 8
+           ///< rows' dot products and the 8 results land in the lanes of one register (the idea of
+           ///< llama.cpp's Q4_0 repacking); a last N mod 8 rows follow in the Rows layout
+};
+
 /// A [N, K] weight matrix in blocks of one QuantFormat, row-major, so a row is one stream of
-/// memory (ggml-quants.c quantize_row_q8_0_ref / quantize_row_q4_0_ref). Q8_0 takes 1.0625 bytes
-/// per weight, Q4_0 0.5625, against 4 for fp32.
+/// memory (ggml-quants.c quantize_row_q8_0_ref / quantize_row_q4_0_ref), or for Q4_0 in tiles of
+/// 8 rows (QuantLayout::Tiles8). Q8_0 takes 1.0625 bytes per weight, Q4_0 0.5625, against 4 for fp32.
 class QuantMatrix {
  public:
   static constexpr int64_t kBlock = 32;  ///< values per block
@@ -40,21 +51,32 @@ class QuantMatrix {
   static QuantFormat format_named(const std::string& name, const std::string& origin);
 
   QuantFormat format() const { return format_; }
+  QuantLayout layout() const { return layout_; }
   int64_t rows() const { return rows_; }  ///< N
   int64_t cols() const { return cols_; }  ///< K
   /// Bytes of one block (34 for Q8_0, 18 for Q4_0) and of the whole matrix.
   int64_t block_bytes() const;
   int64_t bytes() const { return bytes_; }
-  /// The bytes of block `ib` of row `n` (ggml's layout).
-  const uint8_t* block(int64_t n, int64_t ib) const { return data_ + (n * (cols_ / kBlock) + ib) * block_bytes(); }
+  /// The bytes of block `ib` of row `n` in ggml's layout: any row in the Rows layout, and in
+  /// Tiles8 the last N mod 8 rows (n ≥ tiled_rows()). Throws fbt::Error for a row inside a tile.
+  const uint8_t* block(int64_t n, int64_t ib) const;
+  /// Rows in tiles of 8: 8·⌊N/8⌋ in the Tiles8 layout, 0 in Rows.
+  int64_t tiled_rows() const { return layout_ == QuantLayout::Tiles8 ? rows_ / 8 * 8 : 0; }
+  /// The bytes of tile t (rows 8t..8t+7) in the Tiles8 layout: K/32 blocks of 144 bytes.
+  const uint8_t* tile(int64_t t) const { return data_ + t * (cols_ / kBlock) * 8 * block_bytes(); }
+  /// Block ib of row n in ggml's layout (block_bytes() of them) copied to `out`, in any layout.
+  void copy_block(int64_t n, int64_t ib, uint8_t* out) const;
   /// Row n dequantised into out [K].
   void dequantize_row(int64_t n, float* out) const;
-  /// Copies the blocks to `destination` (bytes() of them, kept alive by `owner`) and frees their
-  /// current memory: CpuDecoder gathers every matrix into one huge-page mapping (huge_pages.h).
-  void move_to(uint8_t* destination, std::shared_ptr<uint8_t> owner);
+  /// Copies the blocks to `destination` (bytes() of them, kept alive by `owner`) in `layout` and
+  /// frees their current memory: CpuDecoder gathers every matrix into one huge-page mapping
+  /// (huge_pages.h), a Q4_0 one in the Tiles8 layout. Throws fbt::Error for Tiles8 unless the
+  /// format is Q4_0 and the blocks are in the Rows layout now.
+  void move_to(uint8_t* destination, std::shared_ptr<uint8_t> owner, QuantLayout layout = QuantLayout::Rows);
 
  private:
   QuantFormat format_ = QuantFormat::Q8_0;
+  QuantLayout layout_ = QuantLayout::Rows;
   int64_t rows_ = 0, cols_ = 0, bytes_ = 0;
   std::shared_ptr<uint8_t> owner_;  ///< the memory holding the blocks
   uint8_t* data_ = nullptr;         ///< [N, K/32] blocks
@@ -69,13 +91,16 @@ enum class Q8Activations {
 
 /// y[B,N] = x[B,K] · Wᵀ with W quantised, fp32 in and out: per block, the dot product of the 32
 /// values (exact in int32 for Int8 activations) times the scales, the blocks summed in a fixed
-/// order (AVX2: 8 lanes of partial sums within each block, even and odd blocks in two chains added
-/// at the end; portable code: block i into partial sum i mod 8; then pairwise). Like
+/// order (Rows layout, AVX2: 8 lanes of partial sums within each block, even and odd blocks in two
+/// chains added at the end; portable code: block i into partial sum i mod 8; then pairwise.
+/// Tiles8 layout: each block's exact int32 sum, converted to fp32, times fp32(d_w·d_x), added in
+/// block order by fused multiply-adds, in SIMD and portable code alike). Like
 /// batch_invariant_linear, a row's result is the same bits at any B (serving), and rows n are split
 /// across libtorch's intra-op threads. The AVX2 kernel is chosen once at run time where the CPU
 /// has it (with Int8 activations on AVX-512 VNNI CPUs its vpdpbusd variant: the same int32 block
-/// sums, so the same bits); AVX2 and portable code round differently, but one process only ever
-/// runs one. x may not alias y.
+/// sums, so the same bits); AVX2 and portable code round differently for the Rows layout, but one
+/// process only ever runs one. Throws fbt::Error for a Tiles8 matrix with Fp32 activations. x may
+/// not alias y.
 void quant_linear(const float* x, int64_t B, const QuantMatrix& W, float* y, Q8Activations activations);
 
 /// at::parallel_for's thread count in this kernel's translation unit (decode_kernel_threads(),
