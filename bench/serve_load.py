@@ -13,7 +13,8 @@ Uses only the standard library (http.client in threads), so the client's own cos
 next to the server's on a 2-core machine; the client's CPU time is printed too.
 
 Usage: bench/serve_load.py --url http://127.0.0.1:8080 --clients 1 4 16 --modes standard soft
-       [--requests 8] [--max-tokens 32] [--out bench/results/serve_load_HOST_DATE.json]
+       [--requests 8] [--max-tokens 32] [--ignore-eos] [--out bench/results/serve_load_HOST_DATE.json]
+Two servers against each other, alternating: bench/serve_compare.py.
 """
 import argparse
 import http.client
@@ -63,7 +64,7 @@ def one_request(url, body, headers):
         if data == "[DONE]":
             break
         event = json.loads(data)
-        if event["choices"][0].get("finish_reason") is None:  # a token event (the last one carries the reason)
+        if event.get("choices") and event["choices"][0].get("finish_reason") is None:  # a token event (the last one carries the reason)
             times.append(time.perf_counter())
     conn.close()
     if not times:
@@ -82,7 +83,11 @@ def run_level(args, mode, clients):
     def client(c):
         for i in range(args.requests):
             body = {"prompt": PROMPTS[(c + i) % len(PROMPTS)], "max_tokens": args.max_tokens,
-                    "temperature": 0, "stream": True, "fbt_mode": mode}
+                    "temperature": 0, "stream": True}
+            if mode:
+                body["fbt_mode"] = mode
+            if getattr(args, "ignore_eos", False):
+                body["ignore_eos"] = True
             try:
                 first, gaps, n = one_request(args.url, body, headers)
             except Exception as e:  # noqa: BLE001 - reported, not hidden
@@ -120,6 +125,8 @@ def main():
     p.add_argument("--modes", nargs="+", default=["standard", "soft"])
     p.add_argument("--requests", type=int, default=8, help="requests per client and level")
     p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument("--ignore-eos", action="store_true",
+                   help="send ignore_eos (fbt serve, vLLM, llama-server): every request runs to --max-tokens")
     p.add_argument("--out", default="")
     args = p.parse_args()
     rows = []
@@ -134,7 +141,8 @@ def main():
                   f"errors {row['errors']}  client CPU {row['client_cpu_s']:.1f} s", flush=True)
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"url": args.url, "max_tokens": args.max_tokens, "requests_per_client": args.requests,
+            json.dump({"url": args.url, "max_tokens": args.max_tokens, "ignore_eos": args.ignore_eos,
+                       "requests_per_client": args.requests,
                        "rows": rows}, f, indent=2)
 
 

@@ -5,7 +5,9 @@ For each repetition and shape (`small`, `llama-134m`), runs `fbt bench` and `lla
 alternating between repetitions, one thread pinned to one core by default) on random weights of
 the same shape: decode of 128 tokens after a 64-token context at batch 1, and a 64-token prefill,
 in f32, and fbt's int8 / int4 decode against llama.cpp's Q8_0 / Q4_0. Prints medians and fbt / llama.cpp ratios
-(a markdown table) and the read bandwidth `fbt bench --tests memory` measured in each repetition;
+(a markdown table: each ratio is the median of the per-repetition ratios, with their min–max spread,
+and a row is called "ahead" only when the whole spread lies above 1.0, "behind" when it lies
+below, else "within noise") and the read bandwidth `fbt bench --tests memory` measured in each repetition;
 writes the table and the raw numbers to --results-dir. Peak RSS is the whole process's (fbt's
 includes the libtorch runtime, ~180 MB resident), so fbt's row also gives the private (anonymous)
 memory decoding holds beyond the runtime's (after start-up and fbt bench's matmul-peak measurement,
@@ -17,7 +19,11 @@ llama.cpp is not part of fbt: build it yourself (any checkout; the results name 
   cmake --build $LLAMA_CPP_DIR/build --target llama-bench -j
 The GGUFs come from bench/llama_gguf.py with llama.cpp's own gguf-py.
 
-Usage: bench/vs_llama_cpp.py --llama-cpp DIR [--fbt build/fbt] [--threads 1] [--reps 3]
+--busy runs the whole comparison beside a competing load, because users' machines are busy too:
+a memory-streaming loop (numpy copies of 64 MB arrays) on the cores the benchmark is not pinned
+to, or, when it uses them all, on every core (then it competes for the same cores as well).
+
+Usage: bench/vs_llama_cpp.py --llama-cpp DIR [--fbt build/fbt] [--threads 1] [--reps 3] [--busy]
        [--shapes small,llama-134m] [--results-dir bench/results] [--label TEXT] [--llama-commit SHA]
 Results go to DIR/vs_llama_cpp_<label>_<date>.{md,json}, with _2, _3, ... for later runs of the same day.
 """
@@ -44,6 +50,25 @@ def run(cmd, **kw):
 
 def pinned(cmd, threads):
     return (["taskset", "-c", ",".join(str(i) for i in range(threads))] if threads <= os.cpu_count() else []) + cmd
+
+
+BUSY_LOOP = "import numpy as n\na = n.ones(1 << 24, n.float32)\nb = n.empty_like(a)\nwhile True: n.copyto(b, a)"
+
+
+def start_busy_load(threads):
+    """The --busy load: one memory-streaming process per core the benchmark leaves free (on every
+    core when it leaves none). Returns (processes, description)."""
+    cores = list(range(threads, os.cpu_count())) or list(range(os.cpu_count()))
+    procs = [subprocess.Popen(["taskset", "-c", str(c), sys.executable, "-c", BUSY_LOOP]) for c in cores]
+    where = "the other core(s)" if threads < os.cpu_count() else "the benchmark's own cores"
+    return procs, f"busy: a numpy 64 MB copy loop on core(s) {','.join(map(str, cores))} ({where})"
+
+
+def spread(ratios):
+    """(median, min, max, verdict) of per-repetition fbt / llama.cpp ratios."""
+    lo, hi = min(ratios), max(ratios)
+    verdict = "ahead" if lo > 1.0 else "behind" if hi < 1.0 else "within noise"
+    return statistics.median(ratios), lo, hi, verdict
 
 
 def fbt_run(a, shape, weights, reps):
@@ -93,6 +118,7 @@ def main():
     ap.add_argument("--shapes", default="small,llama-134m")
     ap.add_argument("--results-dir", default="")
     ap.add_argument("--label", default="", help="hardware label of the result files (default: fbt bench's)")
+    ap.add_argument("--busy", action="store_true", help="run beside a competing memory-streaming load (see above)")
     ap.add_argument("--llama-commit", default="",
                     help="llama.cpp commit to name in the results when llama-bench reports none (a checkout without .git)")
     a = ap.parse_args()
@@ -121,46 +147,55 @@ def main():
     def add(shape, what, value):
         samples.setdefault((shape, what), []).append(value)
 
-    for rep in range(a.reps):
-        bw = bandwidth()  # in every repetition: a shared machine's bandwidth drifts too
-        hardware = bw["hardware"]
-        add("machine", "read bandwidth", bw["read_bandwidth"])
-        for shape in shapes:
-            def fbt_side():
-                nonlocal fbt_sha
-                f = fbt_run(a, shape, "fp32", 7)  # 7 repetitions of 128 step pairs: the soft overhead is a few percent
-                q = fbt_run(a, shape, "int8", 3)
-                q4 = fbt_run(a, shape, "int4", 3)
-                fbt_sha = f["git_sha"]
-                add(shape, "fbt decode f32", f["decode_standard"])
-                add(shape, "fbt decode f32 soft", f["decode_soft"])
-                add(shape, "fbt soft overhead", f["soft_overhead"])
-                add(shape, "fbt prefill f32", f["prefill"])
-                add(shape, "fbt decode int8", q["decode_standard"])
-                add(shape, "fbt decode int4", q4["decode_standard"])
-                add(shape, "fbt decode int4 GB/s", q4["weight_bytes_per_s_standard"])
-                add(shape, "fbt weight bytes int4", q4["weight_bytes_per_step_standard"])
-                add(shape, "fbt decode f32 GB/s", f["weight_bytes_per_s_standard"])
-                add(shape, "fbt decode int8 GB/s", q["weight_bytes_per_s_standard"])
-                add(shape, "fbt weight bytes f32", f["weight_bytes_per_step_standard"])
-                add(shape, "fbt weight bytes int8", q["weight_bytes_per_step_standard"])
-                add(shape, "fbt peak RSS f32", f["decode_peak_rss_standard"])
-                add(shape, "fbt memory ratio f32", f["decode_memory_ratio_standard"])
-                add(shape, "fbt startup RSS", f["startup_rss"])
+    def repetitions():
+        nonlocal hardware, commit, fbt_sha
+        for rep in range(a.reps):
+            bw = bandwidth()  # in every repetition: a shared machine's bandwidth drifts too
+            hardware = bw["hardware"]
+            add("machine", "read bandwidth", bw["read_bandwidth"])
+            for shape in shapes:
+                def fbt_side():
+                    nonlocal fbt_sha
+                    f = fbt_run(a, shape, "fp32", 7)  # 7 repetitions of 128 step pairs: the soft overhead is a few percent
+                    q = fbt_run(a, shape, "int8", 3)
+                    q4 = fbt_run(a, shape, "int4", 3)
+                    fbt_sha = f["git_sha"]
+                    add(shape, "fbt decode f32", f["decode_standard"])
+                    add(shape, "fbt decode f32 soft", f["decode_soft"])
+                    add(shape, "fbt soft overhead", f["soft_overhead"])
+                    add(shape, "fbt prefill f32", f["prefill"])
+                    add(shape, "fbt decode int8", q["decode_standard"])
+                    add(shape, "fbt decode int4", q4["decode_standard"])
+                    add(shape, "fbt decode int4 GB/s", q4["weight_bytes_per_s_standard"])
+                    add(shape, "fbt weight bytes int4", q4["weight_bytes_per_step_standard"])
+                    add(shape, "fbt decode f32 GB/s", f["weight_bytes_per_s_standard"])
+                    add(shape, "fbt decode int8 GB/s", q["weight_bytes_per_s_standard"])
+                    add(shape, "fbt weight bytes f32", f["weight_bytes_per_step_standard"])
+                    add(shape, "fbt weight bytes int8", q["weight_bytes_per_step_standard"])
+                    add(shape, "fbt peak RSS f32", f["decode_peak_rss_standard"])
+                    add(shape, "fbt memory ratio f32", f["decode_memory_ratio_standard"])
+                    add(shape, "fbt startup RSS", f["startup_rss"])
 
-            def llama_side():
-                nonlocal commit
-                ts, rss, commit = llama_run(a, ggufs[shape, "f32"], 3, prefill=False)
-                add(shape, "llama decode f32", ts)
-                add(shape, "llama peak RSS f32", rss)
-                add(shape, "llama prefill f32", llama_run(a, ggufs[shape, "f32"], 3, prefill=True)[0])
-                add(shape, "llama decode q8_0", llama_run(a, ggufs[shape, "q8_0"], 3, prefill=False)[0])
-                add(shape, "llama decode q4_0", llama_run(a, ggufs[shape, "q4_0"], 3, prefill=False)[0])
+                def llama_side():
+                    nonlocal commit
+                    ts, rss, commit = llama_run(a, ggufs[shape, "f32"], 3, prefill=False)
+                    add(shape, "llama decode f32", ts)
+                    add(shape, "llama peak RSS f32", rss)
+                    add(shape, "llama prefill f32", llama_run(a, ggufs[shape, "f32"], 3, prefill=True)[0])
+                    add(shape, "llama decode q8_0", llama_run(a, ggufs[shape, "q8_0"], 3, prefill=False)[0])
+                    add(shape, "llama decode q4_0", llama_run(a, ggufs[shape, "q4_0"], 3, prefill=False)[0])
 
-            sides = (fbt_side, llama_side) if rep % 2 == 0 else (llama_side, fbt_side)
-            for side in sides:
-                side()
-            print(f"rep {rep + 1}/{a.reps} {shape} done", file=sys.stderr)
+                sides = (fbt_side, llama_side) if rep % 2 == 0 else (llama_side, fbt_side)
+                for side in sides:
+                    side()
+                print(f"rep {rep + 1}/{a.reps} {shape} done", file=sys.stderr)
+
+    busy, load = start_busy_load(a.threads) if a.busy else ([], "quiet: no competing load started")
+    try:
+        repetitions()
+    finally:
+        for p in busy:
+            p.kill()
 
     if commit in ("?", "unknown") and a.llama_commit:
         commit = a.llama_commit
@@ -171,25 +206,31 @@ def main():
              f"after {CONTEXT} of context; prefill: {PROMPT} tokens. Medians of {a.reps} alternating repetitions, "
              f"each the median (fbt) or mean (llama-bench) of 3 timed runs. Read bandwidth (`fbt bench --tests "
              f"memory`, once per repetition, median): {read_bw / 1e9:.1f} GB/s on {a.threads} thread(s).", "",
-             "| shape | what | fbt | llama.cpp | fbt / llama.cpp |", "|---|---|---|---|---|"]
+             f"Load: {load}. Ratios: the median of the {a.reps} per-repetition ratios (min–max); \"ahead\" "
+             "only when the whole spread lies above 1.0.", "",
+             "| shape | what | fbt | llama.cpp | fbt / llama.cpp (min–max) | verdict |", "|---|---|---|---|---|---|"]
+    verdicts = {}
     for shape in shapes:
         def row(what, f, l, unit="tok/s"):
             fv, lv = med[shape, f], med[shape, l]
-            lines.append(f"| {shape} | {what} | {fv:.1f} {unit} | {lv:.1f} {unit} | **{fv / lv:.2f}×** |")
+            r, lo, hi, verdict = spread([x / y for x, y in zip(samples[shape, f], samples[shape, l])])
+            verdicts[f"{shape}|{what}"] = {"ratio": r, "min": lo, "max": hi, "verdict": verdict}
+            lines.append(f"| {shape} | {what} | {fv:.1f} {unit} | {lv:.1f} {unit} | **{r:.2f}×** ({lo:.2f}–{hi:.2f}) "
+                         f"| {verdict} |")
         row("decode f32", "fbt decode f32", "llama decode f32")
         row("decode int8 vs Q8_0", "fbt decode int8", "llama decode q8_0")
         row("decode int4 vs Q4_0 (heads Q8_0)", "fbt decode int4", "llama decode q4_0")
         row("prefill f32", "fbt prefill f32", "llama prefill f32")
         fr, lr = med[shape, "fbt peak RSS f32"], med[shape, "llama peak RSS f32"]
-        lines.append(f"| {shape} | peak RSS, f32 decode | {fr / 1e6:.0f} MB | {lr / 1e6:.0f} MB | {fr / lr:.2f}× |")
+        lines.append(f"| {shape} | peak RSS, f32 decode | {fr / 1e6:.0f} MB | {lr / 1e6:.0f} MB | {fr / lr:.2f}× | |")
         lines.append(f"| {shape} | fbt f32 decode: (anonymous RSS − the runtime's {med[shape, 'fbt startup RSS'] / 1e6:.0f} MB)"
-                     f" / (model + KV cache) | {med[shape, 'fbt memory ratio f32']:.2f}× | | |")
+                     f" / (model + KV cache) | {med[shape, 'fbt memory ratio f32']:.2f}× | | | |")
         for kind in ("f32", "int8", "int4"):
             gbs = med[shape, f"fbt decode {kind} GB/s"]
             lines.append(f"| {shape} | fbt decode {kind}: weights read | {gbs / 1e9:.1f} GB/s "
                          f"({med[shape, f'fbt weight bytes {kind}'] / 1e6:.1f} MB/token) | | "
-                         f"{100 * gbs / read_bw:.0f}% of read bandwidth |")
-        lines.append(f"| {shape} | fbt soft-decode overhead vs standard | {100 * med[shape, 'fbt soft overhead']:+.1f}% | | |")
+                         f"{100 * gbs / read_bw:.0f}% of read bandwidth | |")
+        lines.append(f"| {shape} | fbt soft-decode overhead vs standard | {100 * med[shape, 'fbt soft overhead']:+.1f}% | | | |")
     text = "\n".join(lines) + "\n"
     print(text)
     if a.results_dir:
@@ -202,7 +243,8 @@ def main():
         with open(stem + ".md", "w") as f:
             f.write(text)
         with open(stem + ".json", "w") as f:
-            json.dump({"llama_cpp_commit": commit, "fbt_git_sha": fbt_sha, "threads": a.threads,
+            json.dump({"llama_cpp_commit": commit, "fbt_git_sha": fbt_sha, "threads": a.threads, "load": load,
+                       "ratios": verdicts,
                        "read_bandwidth": read_bw, "medians": {f"{s}|{w}": v for (s, w), v in med.items()},
                        "samples": {f"{s}|{w}": v for (s, w), v in samples.items()}}, f, indent=2)
         print(f"wrote {stem}.md and .json", file=sys.stderr)
