@@ -6,6 +6,8 @@
 #include <cstring>
 #include <limits>
 
+#include <ATen/Parallel.h>
+
 #include "fbt/infer/batch_gemv.h"
 #include "fbt/util/cpu_allocator.h"
 #include "fbt/util/error.h"
@@ -289,11 +291,18 @@ void CpuDecoder::attend(int64_t layer, const std::vector<RowCache>& rows) {
   const int64_t H = config_.n_heads, Hkv = config_.n_kv_heads, Dh = config_.head_dim();
   const int64_t G = H / Hkv, proj = proj_width(), window = layers_[layer].window;
   const float inv_sqrt = float(1.0 / std::sqrt(double(Dh)));
-  for (int64_t b = 0; b < int64_t(rows.size()); ++b) {
-    const RowCache& row = rows[b];
-    const int64_t slot = row.slot, cap = row.capacity, qpos = row.pos[slot];
-    scores_.resize(slot + 1);
-    for (int64_t h = 0; h < H; ++h) {
+  int64_t longest = 1;
+  for (const RowCache& row : rows) longest = std::max(longest, row.slot + 1);
+  // (row, head) pairs split across the intra-op threads, ~32k multiply-adds per task at least; each
+  // pair's sums are the same steps on any thread.
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / (2 * longest * Dh));
+  at::parallel_for(0, int64_t(rows.size()) * H, grain, [&](int64_t i0, int64_t i1) {
+    thread_local std::vector<float> scores;
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t b = i / H, h = i % H;
+      const RowCache& row = rows[b];
+      const int64_t slot = row.slot, cap = row.capacity, qpos = row.pos[slot];
+      scores.resize(slot + 1);
       const float* q = proj_.data() + b * proj + h * Dh;
       const float* keys = row.k[layer] + (h / G) * cap * Dh;  // this head's KV head [cap,Dh]
       const float* values = row.v[layer] + (h / G) * cap * Dh;
@@ -301,19 +310,15 @@ void CpuDecoder::attend(int64_t layer, const std::vector<RowCache>& rows) {
       for (int64_t s = 0; s <= slot; ++s) {  // the mask of make_masks: real, causal, in window, or self
         const int64_t kpos = row.pos[s];
         const bool allowed = s == slot || (row.valid[s] && kpos <= qpos && (window == 0 || qpos - kpos < window));
-        float score = -std::numeric_limits<float>::infinity();
-        if (allowed) {
-          score = dot_product(keys + s * Dh, q, Dh) * inv_sqrt;
-        }
-        scores_[s] = score;
-        top = std::max(top, score);
+        scores[s] = allowed ? dot_product(keys + s * Dh, q, Dh) * inv_sqrt : -std::numeric_limits<float>::infinity();
+        top = std::max(top, scores[s]);
       }
       float* y = attn_.data() + b * H * Dh + h * Dh;
       std::fill(y, y + Dh, 0.0f);
       float total = 0;
       for (int64_t s = 0; s <= slot; ++s) {
-        if (scores_[s] == -std::numeric_limits<float>::infinity()) continue;
-        const float p = std::exp(scores_[s] - top);
+        if (scores[s] == -std::numeric_limits<float>::infinity()) continue;
+        const float p = std::exp(scores[s] - top);
         total += p;
         const float* v = values + s * Dh;
         for (int64_t j = 0; j < Dh; ++j) y[j] += p * v[j];
@@ -322,7 +327,7 @@ void CpuDecoder::attend(int64_t layer, const std::vector<RowCache>& rows) {
           (paper_block() ? sigmoid(proj_[b * proj + (H + 2 * Hkv) * Dh + h]) : 1.0f) / total;  // per-head output gate
       for (int64_t j = 0; j < Dh; ++j) y[j] *= gate;
     }
-  }
+  });
 }
 
 void CpuDecoder::check_cache(const KVCache& cache, int64_t batch) const {

@@ -201,7 +201,8 @@ class CpuDecoder {
   /// Sizes the scratch buffers for `batch` rows (reallocates only when the batch changes).
   void reserve_rows(int64_t batch);
   /// Attention of `layer` for every row over its cache's slots up to the new one (included):
-  /// reads q, writes the gated head outputs into attn_ [B, H·Dh].
+  /// reads q, writes the gated head outputs into attn_ [B, H·Dh]; the (row, head) pairs are split
+  /// across the intra-op threads.
   void attend(int64_t layer, const std::vector<RowCache>& rows);
 
   ModelConfig config_;
@@ -214,7 +215,7 @@ class CpuDecoder {
   CpuDecoderOptions options_;
   int64_t rows_ = 0;
   // Scratch, [B, ·] row-major.
-  std::vector<float> x_, a_, e_n_, fused_a_, fused_b_, proj_, attn_, branch_, gate_up_, act_, scores_;
+  std::vector<float> x_, a_, e_n_, fused_a_, fused_b_, proj_, attn_, branch_, gate_up_, act_;
   std::vector<float> rope_;  ///< [B, Dh]: each row's cos(pos · inv_freq), then its sines
 };
 
