@@ -23,7 +23,7 @@ The GGUFs come from bench/llama_gguf.py with llama.cpp's own gguf-py.
 a memory-streaming loop (numpy copies of 64 MB arrays) on the cores the benchmark is not pinned
 to, or, when it uses them all, on every core (then it competes for the same cores as well).
 
-Usage: bench/vs_llama_cpp.py --llama-cpp DIR [--fbt build/fbt] [--threads 1] [--reps 3] [--busy]
+Usage: bench/vs_llama_cpp.py --llama-cpp DIR [--llama-build DIR/build] [--fbt build/fbt] [--threads 1] [--reps 3] [--busy]
        [--shapes small,llama-134m] [--results-dir bench/results] [--label TEXT] [--llama-commit SHA]
 Results go to DIR/vs_llama_cpp_<label>_<date>.{md,json}, with _2, _3, ... for later runs of the same day.
 """
@@ -112,6 +112,8 @@ def llama_run(a, gguf, reps, prefill):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--llama-cpp", required=True, help="llama.cpp source dir, built into DIR/build")
+    ap.add_argument("--llama-build", default="",
+                    help="llama.cpp's build dir if not DIR/build (e.g. one built without AMX where the VM forbids it)")
     ap.add_argument("--fbt", default=os.path.join(HERE, "..", "build", "fbt"))
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--reps", type=int, default=3, help="alternating repetitions (each runs 3 timed reps per program)")
@@ -122,7 +124,7 @@ def main():
     ap.add_argument("--llama-commit", default="",
                     help="llama.cpp commit to name in the results when llama-bench reports none (a checkout without .git)")
     a = ap.parse_args()
-    a.llama_bench = os.path.join(a.llama_cpp, "build", "bin", "llama-bench")
+    a.llama_bench = os.path.join(a.llama_build or os.path.join(a.llama_cpp, "build"), "bin", "llama-bench")
     for path, what in ((a.llama_bench, "llama-bench (build it: see --help)"), (a.fbt, "fbt (scripts/build.sh)")):
         if not os.access(path, os.X_OK):
             sys.exit(f"vs_llama_cpp: {path}: not found or not executable: {what}")
@@ -202,7 +204,7 @@ def main():
     med = {k: statistics.median(v) for k, v in samples.items()}
     read_bw = med["machine", "read bandwidth"]
     lines = [f"# fbt vs llama.cpp, {a.threads} thread(s), {datetime.date.today().isoformat()}", "",
-             f"fbt {fbt_sha}, llama.cpp {commit} (llama-bench), random weights, batch 1; decode: {NEW_TOKENS} tokens "
+             f"fbt {fbt_sha}, llama.cpp {commit} (`{a.llama_bench}`), random weights, batch 1; decode: {NEW_TOKENS} tokens "
              f"after {CONTEXT} of context; prefill: {PROMPT} tokens. Medians of {a.reps} alternating repetitions, "
              f"each the median (fbt) or mean (llama-bench) of 3 timed runs. Read bandwidth (`fbt bench --tests "
              f"memory`, once per repetition, median): {read_bw / 1e9:.1f} GB/s on {a.threads} thread(s).", "",
