@@ -28,6 +28,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -92,7 +93,8 @@ def main():
         sys.exit(f"serve_compare: --baseline {a.baseline}: no --server of that name")
     variants = [(name, mode) for name in servers for mode in modes.get(name, [""])]
     base = next(v for v in variants if v[0] == a.baseline)
-    log_dir = os.path.dirname(os.path.abspath(a.out_md or a.out_json or "serve_compare")) or "."
+    log_dir = tempfile.mkdtemp(prefix="serve_compare-")  # the servers' own output, never beside the results
+    print(f"serve_compare: server logs in {log_dir}", file=sys.stderr)
     procs, urls = [], {}
     try:
         for name, command in servers.items():
