@@ -38,7 +38,7 @@ void run_quantize(const QuantizeArgs& a) {
                 source_tokenizer.string() + "'");
   CpuDecoderOptions options;
   options.weights = parse_decode_weights(a.weights, "--weights");
-  options.q4_layout = QuantLayout::Rows;                // the file holds ggml's layout
+  options.quant_layout = QuantLayout::Rows;             // the file holds ggml's layout
   const CpuDecoder decoder(checkpoint.model, options);  // the matrices exactly as --weights quantises them
   const auto groups = decoder.quantized_groups();
   const int64_t step = checkpoint.info.step;

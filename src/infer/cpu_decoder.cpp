@@ -143,7 +143,8 @@ CpuDecoder::CpuDecoder(FBT& model, CpuDecoderOptions options)
       m.cols = g->cols;
       m.names = names;
       m.quant = QuantMatrix::from_blocks(QuantMatrix::format_named(g->format, "quantized group " + names[0]), g->rows,
-                                         g->cols, g->blocks, options_.prequantized->memory);
+                                         g->cols, g->blocks, options_.prequantized->memory,
+                                         g->tiled ? QuantLayout::Tiles8 : QuantLayout::Rows);
       return m;
     }
     std::vector<torch::Tensor> parts;
@@ -195,7 +196,7 @@ CpuDecoder::CpuDecoder(FBT& model, CpuDecoderOptions options)
   // A checkpoint's blocks already share one mapping: they are copied only to change their layout.
   bool relayout = false;
   for (const Matrix* m : matrices(/*with_fusion=*/true))
-    relayout = relayout || (m->quant && layout_for(*m->quant) != m->quant->layout());
+    relayout = relayout || (m->quant && kernel_layout() != m->quant->layout());
   if (!options_.prequantized || relayout) gather_quantised_weights();
   const int64_t Dh = config_.head_dim();
   for (int64_t i = 0; i < Dh / 2; ++i)  // as make_rope: θ^(-(2i)/Dh) in fp32
@@ -245,7 +246,7 @@ std::vector<QuantizedGroup> CpuDecoder::quantized_groups() const {
     if (!m->quant) continue;
     if (m->quant->layout() != QuantLayout::Rows)
       throw Error("CpuDecoder::quantized_groups: '" + m->names[0] +
-                  "' is in the kernel's tiles (q4_layout Rows keeps ggml's layout)");
+                  "' is in the kernel's tiles (quant_layout Rows keeps ggml's layout)");
     out.push_back({m->names, quant_format_name(m->quant->format()), m->rows, m->cols, m->quant->block(0, 0)});
   }
   return out;
@@ -263,15 +264,14 @@ void CpuDecoder::gather_quantised_weights() {
   size_t offset = 0;
   for (auto* q : quantised) {
     offset = at(offset);
-    q->move_to(mapping.get() + offset, mapping, layout_for(*q));
+    q->move_to(mapping.get() + offset, mapping, kernel_layout());
     offset += size_t(q->bytes());
   }
   release_free_cpu_blocks();  // the blocks' old copies
 }
 
-QuantLayout CpuDecoder::layout_for(const QuantMatrix& m) const {
-  return m.format() == QuantFormat::Q4_0 && options_.activations == Q8Activations::Int8 ? options_.q4_layout
-                                                                                        : QuantLayout::Rows;
+QuantLayout CpuDecoder::kernel_layout() const {
+  return options_.activations == Q8Activations::Int8 ? options_.quant_layout : QuantLayout::Rows;
 }
 
 void CpuDecoder::reserve_rows(int64_t B) {

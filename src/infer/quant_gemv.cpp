@@ -304,30 +304,32 @@ __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"), flatten)) vo
 
 using RowsFn = void (*)(const QuantMatrix&, const Inputs&, int64_t, float*, int64_t, int64_t);
 
-// ---- Q4_0 in the Tiles8 layout with int8 activations: 8 weight rows' dot products per register. ----
-
-constexpr int64_t kTileBlockBytes = 8 * block_bytes_of(QuantFormat::Q4_0);  // 8 scales + 4 chunks of 32 bytes
+// ---- The Tiles8 layout with int8 activations: 8 weight rows' dot products per register. ----
 
 /// y[b, n] for any row n of a Tiles8 matrix by scalar code (CPUs without AVX2, and the last
-/// N mod 8 rows): per block s = Σ_j q_j·xq_j − 8·Σ_j xq_j exactly in int32, then
+/// N mod 8 rows): per block s = Σ_j w_j·xq_j exactly in int32 (Q4_0: w_j = q_j − 8), then
 /// acc = fma(float(s), d_w·d_x, acc) in block order: the steps of tile8_avx2 for each lane, so the
 /// same bits.
 float dot_tiles8_portable(const QuantMatrix& W, int64_t n, const Inputs& in, int64_t b) {
   const int64_t nb = in.K / kBlock;
-  uint8_t w[block_bytes_of(QuantFormat::Q4_0)];
+  uint8_t w[block_bytes_of(QuantFormat::Q8_0)];
+  int8_t q[kBlock];
   float acc = 0.0f;
   for (int64_t ib = 0; ib < nb; ++ib) {
     W.copy_block(n, ib, w);
+    unpack_block(W.format(), w, q);
     const int64_t at = b * nb + ib;
     const int8_t* xq = in.xq + at * kBlock;
-    int32_t s = -8 * in.sx[at];
-    for (int64_t j = 0; j < kBlock / 2; ++j)
-      s += int32_t(w[kScaleBytes + j] & 0x0F) * xq[j] + int32_t(w[kScaleBytes + j] >> 4) * xq[j + kBlock / 2];
+    int32_t s = 0;
+    for (int64_t j = 0; j < kBlock; ++j) s += int32_t(q[j]) * xq[j];
     const float dw = float(c10::Half(fp16_bits_at(w), c10::Half::from_bits()));
     acc = std::fma(float(s), dw * in.dx[at], acc);
   }
   return acc;
 }
+
+/// Software prefetch of a tile's stream this many block columns ahead.
+constexpr int64_t kTilePrefetchColumns = 4;
 
 /// The 4 bytes of xq from value 4k, in every 32-bit lane.
 __attribute__((target("avx2,fma,f16c"))) inline __m256i broadcast4(const int8_t* xq, int k) {
@@ -336,55 +338,95 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256i broadcast4(const int8_t*
   return _mm256_set1_epi32(v);
 }
 
-/// Lane r: Σ_j q_j·xq_j − 8·Σxq (`sx`) over one block of row r of a tile, exactly, from w[k]
-/// (values 4k..4k+3 of the 8 rows as unsigned nibbles) and the block's 32 int8 inputs xq. VNNI:
-/// vpdpbusd in two chains; AVX2: maddubs products added in int16 (|Σ| ≤ 8·2·15·127 = 30480 < 2¹⁵),
-/// then widened: the same integers.
-template <bool VNNI>
-__attribute__((target("avx2,fma,f16c"))) inline __m256i tile8_sums(const __m256i* w, const int8_t* xq, int32_t sx);
-template <>
-__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"))) inline __m256i tile8_sums<true>(const __m256i* w,
-                                                                                                     const int8_t* xq,
-                                                                                                     int32_t sx) {
-  __m256i even = _mm256_set1_epi32(-8 * sx), odd = _mm256_setzero_si256();
+/// One tile block column's weights as register operands, w[k] holding values 4k..4k+3 of the 8
+/// rows: Q4_0 as unsigned nibbles; Q8_0 as int8, with a[k] = |w[k]|.
+template <QuantFormat F>
+struct TileWeights {
+  __m256i w[8], a[F == QuantFormat::Q8_0 ? 8 : 1];
+};
+
+template <QuantFormat F>
+__attribute__((target("avx2,fma,f16c"))) inline void load_tile_weights(const uint8_t* values, TileWeights<F>& t) {
+  if constexpr (F == QuantFormat::Q8_0) {
+    for (int k = 0; k < 8; ++k) {
+      t.w[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + 32 * k));
+      t.a[k] = _mm256_sign_epi8(t.w[k], t.w[k]);
+    }
+  } else {
+    const __m256i nibble = _mm256_set1_epi8(0x0F);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i chunk = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + 32 * c));
+      t.w[c] = _mm256_and_si256(chunk, nibble);
+      t.w[c + 4] = _mm256_and_si256(_mm256_srli_epi16(chunk, 4), nibble);
+    }
+  }
+}
+
+/// Lane r: the exact int32 dot product of block row r with the block's 32 int8 inputs xq (Q4_0:
+/// Σ q·xq − 8·Σxq, `sx`) by vpdpbusd in two chains (Q8_0: |w| against sign(w)·x, as block_dot_i8).
+template <QuantFormat F>
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"))) inline __m256i tile8_sums_vnni(
+    const TileWeights<F>& t, const int8_t* xq, int32_t sx) {
+  __m256i even = F == QuantFormat::Q4_0 ? _mm256_set1_epi32(-8 * sx) : _mm256_setzero_si256();
+  __m256i odd = _mm256_setzero_si256();
   for (int k = 0; k < 8; k += 2) {
-    even = _mm256_dpbusd_epi32(even, w[k], broadcast4(xq, k));
-    odd = _mm256_dpbusd_epi32(odd, w[k + 1], broadcast4(xq, k + 1));
+    if constexpr (F == QuantFormat::Q8_0) {
+      even = _mm256_dpbusd_epi32(even, t.a[k], _mm256_sign_epi8(broadcast4(xq, k), t.w[k]));
+      odd = _mm256_dpbusd_epi32(odd, t.a[k + 1], _mm256_sign_epi8(broadcast4(xq, k + 1), t.w[k + 1]));
+    } else {
+      even = _mm256_dpbusd_epi32(even, t.w[k], broadcast4(xq, k));
+      odd = _mm256_dpbusd_epi32(odd, t.w[k + 1], broadcast4(xq, k + 1));
+    }
   }
   return _mm256_add_epi32(even, odd);
 }
-template <>
-__attribute__((target("avx2,fma,f16c"))) inline __m256i tile8_sums<false>(const __m256i* w, const int8_t* xq,
-                                                                          int32_t sx) {
-  __m256i pairs = _mm256_maddubs_epi16(w[0], broadcast4(xq, 0));
-  for (int k = 1; k < 8; ++k) pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(w[k], broadcast4(xq, k)));
-  return _mm256_add_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), _mm256_set1_epi32(-8 * sx));
+
+/// tile8_sums_vnni's integers by maddubs: Q4_0's products added in int16 (|Σ| ≤ 8·2·15·127 =
+/// 30480 < 2¹⁵), Q8_0's widened one by one (2·127² fits int16, twice that would not).
+template <QuantFormat F>
+__attribute__((target("avx2,fma,f16c"))) inline __m256i tile8_sums_avx2(const TileWeights<F>& t, const int8_t* xq,
+                                                                        int32_t sx) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  if constexpr (F == QuantFormat::Q8_0) {
+    __m256i sums = _mm256_setzero_si256();
+    for (int k = 0; k < 8; ++k) {
+      const __m256i pairs = _mm256_maddubs_epi16(t.a[k], _mm256_sign_epi8(broadcast4(xq, k), t.w[k]));
+      sums = _mm256_add_epi32(sums, _mm256_madd_epi16(pairs, ones));
+    }
+    return sums;
+  } else {
+    __m256i pairs = _mm256_maddubs_epi16(t.w[0], broadcast4(xq, 0));
+    for (int k = 1; k < 8; ++k) pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(t.w[k], broadcast4(xq, k)));
+    return _mm256_add_epi32(_mm256_madd_epi16(pairs, ones), _mm256_set1_epi32(-8 * sx));
+  }
 }
 
-/// y[b0 + c, 8t..8t+7] for tile t and the BC input rows b0..: each block's 32-byte chunks are
-/// unpacked once for all BC inputs; lane r of acc[c] is row 8t + r's dot product, its blocks added
+/// y[b0 + c, 8t..8t+7] for tile t and the BC input rows b0..: each block column's weights are
+/// loaded once for all BC inputs; lane r of acc[c] is row 8t + r's dot product, its blocks added
 /// in order (dot_tiles8_portable's steps).
-template <int BC, bool VNNI>
+template <int BC, QuantFormat F, bool VNNI>
 __attribute__((target("avx2,fma,f16c"))) inline void tile8_avx2(const QuantMatrix& W, int64_t t, const Inputs& in,
                                                                 int64_t b0, float* y) {
-  const int64_t nb = in.K / kBlock;
+  const int64_t nb = in.K / kBlock, column_bytes = 8 * block_bytes_of(F);
   const uint8_t* tile = W.tile(t);
-  const __m256i nibble = _mm256_set1_epi8(0x0F);
   __m256 acc[BC];
   for (int c = 0; c < BC; ++c) acc[c] = _mm256_setzero_ps();
   for (int64_t ib = 0; ib < nb; ++ib) {
-    const uint8_t* block = tile + ib * kTileBlockBytes;
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block)));
-    __m256i w[8];
-    for (int c = 0; c < 4; ++c) {
-      const __m256i chunk = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 8 * kScaleBytes + 32 * c));
-      w[c] = _mm256_and_si256(chunk, nibble);
-      w[c + 4] = _mm256_and_si256(_mm256_srli_epi16(chunk, 4), nibble);
-    }
+    const uint8_t* column = tile + ib * column_bytes;
+    for (int64_t at = 0; at < column_bytes; at += 64)  // the stream kTilePrefetchColumns ahead
+      _mm_prefetch(reinterpret_cast<const char*>(column + kTilePrefetchColumns * column_bytes + at), _MM_HINT_T0);
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(column)));
+    TileWeights<F> weights;
+    load_tile_weights<F>(column + 8 * kScaleBytes, weights);
 #pragma GCC unroll 4
     for (int c = 0; c < BC; ++c) {
       const int64_t at = (b0 + c) * nb + ib;
-      const __m256i s = tile8_sums<VNNI>(w, in.xq + at * kBlock, in.sx[at]);
+      const int32_t sx = F == QuantFormat::Q4_0 ? in.sx[at] : 0;
+      __m256i s;
+      if constexpr (VNNI)
+        s = tile8_sums_vnni<F>(weights, in.xq + at * kBlock, sx);
+      else
+        s = tile8_sums_avx2<F>(weights, in.xq + at * kBlock, sx);
       acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(in.dx[at])), acc[c]);
     }
   }
@@ -393,32 +435,39 @@ __attribute__((target("avx2,fma,f16c"))) inline void tile8_avx2(const QuantMatri
 
 /// Tiles t0..t1 against all B input rows: per tile, the inputs in groups of 4, 2, 1 (the tile's
 /// blocks stay in L1 across them).
-template <bool VNNI>
+template <QuantFormat F, bool VNNI>
 __attribute__((target("avx2,fma,f16c"))) inline void tiles8_rows(const QuantMatrix& W, const Inputs& in, int64_t B,
                                                                  float* y, int64_t t0, int64_t t1) {
   for (int64_t t = t0; t < t1; ++t) {
     int64_t b = 0;
-    for (; b + 4 <= B; b += 4) tile8_avx2<4, VNNI>(W, t, in, b, y);
-    if (b + 2 <= B) tile8_avx2<2, VNNI>(W, t, in, b, y), b += 2;
-    if (b < B) tile8_avx2<1, VNNI>(W, t, in, b, y);
+    for (; b + 4 <= B; b += 4) tile8_avx2<4, F, VNNI>(W, t, in, b, y);
+    if (b + 2 <= B) tile8_avx2<2, F, VNNI>(W, t, in, b, y), b += 2;
+    if (b < B) tile8_avx2<1, F, VNNI>(W, t, in, b, y);
   }
 }
+template <QuantFormat F>
 __attribute__((target("avx2,fma,f16c"), flatten)) void tiles8_avx2(const QuantMatrix& W, const Inputs& in, int64_t B,
                                                                    float* y, int64_t t0, int64_t t1) {
-  tiles8_rows<false>(W, in, B, y, t0, t1);
+  tiles8_rows<F, false>(W, in, B, y, t0, t1);
 }
+template <QuantFormat F>
 __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"), flatten)) void tiles8_vnni(const QuantMatrix& W,
                                                                                                const Inputs& in,
                                                                                                int64_t B, float* y,
                                                                                                int64_t t0, int64_t t1) {
-  tiles8_rows<true>(W, in, B, y, t0, t1);
+  tiles8_rows<F, true>(W, in, B, y, t0, t1);
 }
 
 /// quant_linear of a Tiles8 matrix: tiles split across the intra-op threads, the last N mod 8
 /// rows with the last tiles.
 void tiles8_linear(const QuantMatrix& W, const Inputs& in, int64_t B, float* y) {
   const int64_t tiles = W.tiled_rows() / 8, N = W.rows();
-  const RowsFn simd = !cpu_has_avx2() ? nullptr : cpu_has_avx512_vnni() ? tiles8_vnni : tiles8_avx2;
+  const bool q8 = W.format() == QuantFormat::Q8_0;
+  RowsFn simd = nullptr;
+  if (cpu_has_avx512_vnni())
+    simd = q8 ? tiles8_vnni<QuantFormat::Q8_0> : tiles8_vnni<QuantFormat::Q4_0>;
+  else if (cpu_has_avx2())
+    simd = q8 ? tiles8_avx2<QuantFormat::Q8_0> : tiles8_avx2<QuantFormat::Q4_0>;
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 13) / in.K);  // quant_linear's grain of rows / 8
   at::parallel_for(0, tiles + 1, grain, [&](int64_t t0, int64_t t1) {
     const int64_t last = std::min(t1, tiles);  // index `tiles` stands for the rows after the tiles
@@ -451,48 +500,30 @@ const uint8_t* QuantMatrix::block(int64_t n, int64_t ib) const {
 }
 
 void QuantMatrix::copy_block(int64_t n, int64_t ib, uint8_t* out) const {
-  if (n >= tiled_rows()) {
+  if (layout_ == QuantLayout::Rows)
     std::memcpy(out, block(n, ib), size_t(block_bytes()));
-    return;
-  }
-  const uint8_t* t = tile(n / 8) + ib * 8 * block_bytes();
-  const int64_t r = n % 8;
-  std::memcpy(out, t + r * kScaleBytes, kScaleBytes);
-  for (int64_t c = 0; c < 4; ++c) std::memcpy(out + kScaleBytes + 4 * c, t + 8 * kScaleBytes + 32 * c + 4 * r, 4);
+  else
+    untile8_block(ggml_type(format_), rows_, cols_, data_, n, ib, out);
 }
 
 void QuantMatrix::move_to(uint8_t* destination, std::shared_ptr<uint8_t> owner, QuantLayout layout) {
-  if (layout == QuantLayout::Tiles8 && (format_ != QuantFormat::Q4_0 || layout_ != QuantLayout::Rows))
-    throw Error("QuantMatrix::move_to: the Tiles8 layout is for Q4_0 blocks in the Rows layout");
-  if (layout == layout_) {
-    std::memcpy(destination, data_, size_t(bytes_));
-  } else {  // Rows → Tiles8: tile t's block ib is rows 8t..8t+7's blocks ib, scales first, then 4-byte groups
-    const int64_t nb = cols_ / kBlock, bb = block_bytes(), tiles = rows_ / 8;
-    for (int64_t t = 0; t < tiles; ++t)
-      for (int64_t ib = 0; ib < nb; ++ib) {
-        uint8_t* out = destination + (t * nb + ib) * 8 * bb;
-        for (int64_t r = 0; r < 8; ++r) {
-          const uint8_t* in = data_ + ((8 * t + r) * nb + ib) * bb;
-          std::memcpy(out + r * kScaleBytes, in, kScaleBytes);
-          for (int64_t c = 0; c < 4; ++c)
-            std::memcpy(out + 8 * kScaleBytes + 32 * c + 4 * r, in + kScaleBytes + 4 * c, 4);
-        }
-      }
-    const int64_t done = tiles * 8 * nb * bb;
-    std::memcpy(destination + done, data_ + done, size_t(bytes_ - done));  // the last N mod 8 rows
-  }
+  if (layout != layout_ && layout_ != QuantLayout::Rows)
+    throw Error("QuantMatrix::move_to: blocks in tiles of 8 rows cannot go back to rows");
+  std::memcpy(destination, data_, size_t(bytes_));
+  if (layout != layout_) tile8_blocks(ggml_type(format_), rows_, cols_, destination);
   layout_ = layout;
   owner_ = std::move(owner);
   data_ = destination;
 }
 
 QuantMatrix QuantMatrix::from_blocks(QuantFormat format, int64_t N, int64_t K, const uint8_t* data,
-                                     std::shared_ptr<uint8_t> owner) {
+                                     std::shared_ptr<uint8_t> owner, QuantLayout layout) {
   if (K <= 0 || K % kBlock != 0)
     throw Error(std::string(quant_format_name(format)) + " needs rows of a positive multiple of 32 values (got " +
                 std::to_string(K) + ")");
   QuantMatrix m;
   m.format_ = format;
+  m.layout_ = layout;
   m.rows_ = N;
   m.cols_ = K;
   m.bytes_ = N * K / kBlock * m.block_bytes();
@@ -553,8 +584,7 @@ void quant_linear(const float* x, int64_t B, const QuantMatrix& W, float* y, Q8A
   }
   const Inputs in{x, xq.data(), dx.data(), sx.data(), K};
   if (W.layout() == QuantLayout::Tiles8) {
-    if (act != Q8Activations::Int8)
-      throw Error("quant_linear: a Q4_0 matrix in tiles of 8 rows needs int8 activations");
+    if (act != Q8Activations::Int8) throw Error("quant_linear: a matrix in tiles of 8 rows needs int8 activations");
     return tiles8_linear(W, in, B, y);
   }
   const RowsFn simd = cpu_has_avx2() ? simd_kernel(W.format(), act) : nullptr;

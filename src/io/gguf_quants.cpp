@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <vector>
 
 #include <c10/util/Half.h>
 
@@ -258,6 +259,44 @@ void dequantize_blocks(uint32_t type, const uint8_t* data, int64_t n, float* x) 
 
 std::string ggml_supported_types() {
   return "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K";
+}
+
+namespace {
+/// Bytes of a Q8_0 / Q4_0 block and of its values (after the 2-byte scale); throws for other types.
+int64_t tile8_block_bytes(uint32_t type) {
+  if (type != kGgmlQ8_0 && type != kGgmlQ4_0)
+    throw Error("tiles of 8 rows hold Q8_0 or Q4_0 blocks, not " + ggml_type_name(type));
+  return type == kGgmlQ8_0 ? 34 : 18;
+}
+}  // namespace
+
+void tile8_blocks(uint32_t type, int64_t rows, int64_t cols, uint8_t* data) {
+  const int64_t bb = tile8_block_bytes(type), nb = cols / 32, chunks = (bb - 2) / 4, tile_bytes = 8 * nb * bb;
+  std::vector<uint8_t> rows8(tile_bytes);  // one tile's rows as they were: a tile occupies their bytes
+  for (int64_t t = 0; t < rows / 8; ++t) {
+    uint8_t* tile = data + t * tile_bytes;
+    std::memcpy(rows8.data(), tile, tile_bytes);
+    for (int64_t ib = 0; ib < nb; ++ib)
+      for (int64_t r = 0; r < 8; ++r) {
+        const uint8_t* in = rows8.data() + (r * nb + ib) * bb;
+        uint8_t* out = tile + ib * 8 * bb;
+        std::memcpy(out + 2 * r, in, 2);
+        for (int64_t c = 0; c < chunks; ++c) std::memcpy(out + 16 + 32 * c + 4 * r, in + 2 + 4 * c, 4);
+      }
+  }
+}
+
+void untile8_block(uint32_t type, int64_t rows, int64_t cols, const uint8_t* data, int64_t n, int64_t ib,
+                   uint8_t* out) {
+  const int64_t bb = tile8_block_bytes(type), nb = cols / 32, chunks = (bb - 2) / 4;
+  if (n >= rows / 8 * 8) {
+    std::memcpy(out, data + (n * nb + ib) * bb, bb);  // a row after the tiles
+    return;
+  }
+  const uint8_t* block = data + ((n / 8) * nb + ib) * 8 * bb;
+  const int64_t r = n % 8;
+  std::memcpy(out, block + 2 * r, 2);
+  for (int64_t c = 0; c < chunks; ++c) std::memcpy(out + 2 + 4 * c, block + 16 + 32 * c + 4 * r, 4);
 }
 
 }  // namespace fbt

@@ -69,7 +69,11 @@ QuantizedWeights quantized_weights_from_json(const nlohmann::json& q, const std:
 void save_quantized_model(const std::string& path, FBT& model, const nlohmann::json& tokenizer, int64_t step,
                           const std::string& weights, const std::vector<QuantizedGroup>& groups) {
   std::set<std::string> grouped;
-  for (const auto& g : groups) grouped.insert(g.parts.begin(), g.parts.end());
+  for (const auto& g : groups) {
+    if (g.tiled)
+      throw Error(path + ": quantized group '" + g.parts.at(0) + "' is in tiles of 8 rows, not ggml's layout");
+    grouped.insert(g.parts.begin(), g.parts.end());
+  }
   NamedTensors tensors;
   for (const auto& p : model->named_parameters())
     if (!grouped.count(p.key())) tensors.emplace_back(p.key(), p.value().detach().to(torch::kCPU, torch::kFloat));
@@ -136,6 +140,10 @@ FBT QuantizedPlacement::finish(const TensorFile& file, std::shared_ptr<const Qua
     if (!read.count(g.tensor_name())) throw Error(path_ + ": missing tensor '" + g.tensor_name() + "'");
   for (const auto& p : params_)
     if (!grouped.count(p.key()) && !read.count(p.key())) throw Error(path_ + ": missing tensor '" + p.key() + "'");
+  for (auto& g : quantized_.groups) {  // the decoder's kernels read them in tiles: no second copy
+    tile8_blocks(g.format == "Q8_0" ? kGgmlQ8_0 : kGgmlQ4_0, g.rows, g.cols, const_cast<uint8_t*>(g.blocks));
+    g.tiled = true;
+  }
   quantized = std::make_shared<const QuantizedWeights>(std::move(quantized_));
   return model_;
 }

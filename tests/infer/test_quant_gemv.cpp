@@ -101,7 +101,7 @@ torch::Tensor q8_round_trip(const torch::Tensor& x) {
   return (q.to(torch::kDouble) * d.to(torch::kDouble)).reshape(x.sizes());
 }
 
-/// The Tiles8 copy of a Q4_0 matrix (as CpuDecoder keeps it).
+/// The Tiles8 copy of a matrix (as CpuDecoder keeps it).
 QuantMatrix tiled(QuantMatrix m) {
   std::shared_ptr<uint8_t> memory(new uint8_t[m.bytes()], std::default_delete<uint8_t[]>());
   m.move_to(memory.get(), memory, QuantLayout::Tiles8);
@@ -109,43 +109,52 @@ QuantMatrix tiled(QuantMatrix m) {
 }
 
 // Tiles8 holds the same blocks: every row's blocks (in tiles and the N mod 8 after them) and its
-// dequantised values are those of the Rows layout; only Q4_0 in the Rows layout can be tiled.
+// dequantised values are those of the Rows layout; tiles cannot go back to rows.
 TEST(QuantGemv, Tiles8HoldsTheSameBlocks) {
   torch::manual_seed(5);
   auto W = torch::randn({19, 64});
-  const auto rows = QuantMatrix::quantize(QuantFormat::Q4_0, W.data_ptr<float>(), 19, 64);
-  const auto tiles = tiled(rows);
-  EXPECT_EQ(tiles.layout(), QuantLayout::Tiles8);
-  EXPECT_EQ(tiles.tiled_rows(), 16);
-  EXPECT_EQ(tiles.bytes(), rows.bytes());
-  for (int64_t n = 0; n < 19; ++n) {
-    for (int64_t ib = 0; ib < 2; ++ib) {
-      uint8_t a[18], b[18];
-      rows.copy_block(n, ib, a);
-      tiles.copy_block(n, ib, b);
-      ASSERT_EQ(std::memcmp(a, b, 18), 0) << "row " << n << " block " << ib;
+  for (auto format : {QuantFormat::Q8_0, QuantFormat::Q4_0}) {
+    SCOPED_TRACE(quant_format_name(format));
+    const auto rows = QuantMatrix::quantize(format, W.data_ptr<float>(), 19, 64);
+    const auto tiles = tiled(rows);
+    const int64_t bb = rows.block_bytes();
+    EXPECT_EQ(tiles.layout(), QuantLayout::Tiles8);
+    EXPECT_EQ(tiles.tiled_rows(), 16);
+    EXPECT_EQ(tiles.bytes(), rows.bytes());
+    for (int64_t n = 0; n < 19; ++n) {
+      for (int64_t ib = 0; ib < 2; ++ib) {
+        std::vector<uint8_t> a(bb), b(bb);
+        rows.copy_block(n, ib, a.data());
+        tiles.copy_block(n, ib, b.data());
+        ASSERT_EQ(a, b) << "row " << n << " block " << ib;
+      }
+      std::vector<float> a(64), b(64);
+      rows.dequantize_row(n, a.data());
+      tiles.dequantize_row(n, b.data());
+      ASSERT_EQ(a, b) << "row " << n;
     }
-    std::vector<float> a(64), b(64);
-    rows.dequantize_row(n, a.data());
-    tiles.dequantize_row(n, b.data());
-    ASSERT_EQ(a, b) << "row " << n;
+    // By hand: tile 0, block column 1 (8 blocks further): row 3's scale at 2·3; chunk 2 (bytes
+    // 8..11 of each row's values) at 16 + 32·2, row 3's 4 bytes at 4·3.
+    const uint8_t* column = tiles.tile(0) + 8 * bb;
+    EXPECT_EQ(column[2 * 3 + 1], rows.block(3, 1)[1]);
+    EXPECT_EQ(column[16 + 32 * 2 + 4 * 3 + 1], rows.block(3, 1)[2 + 8 + 1]);
+    EXPECT_EQ(tiles.block(17, 1), tiles.tile(0) + (17 * 2 + 1) * bb);  // the rest in rows, after the tiles
+    EXPECT_THROW(tiles.block(15, 0), Error);
+    QuantMatrix back = tiles;
+    std::vector<uint8_t> elsewhere(tiles.bytes());
+    EXPECT_THROW(back.move_to(elsewhere.data(), nullptr, QuantLayout::Rows), Error);
+    std::vector<float> y(19);
+    EXPECT_THROW(quant_linear(W.data_ptr<float>(), 1, tiles, y.data(), Q8Activations::Fp32), Error);
   }
-  // Byte by hand: tile 0, block 1, chunk 2 holds bytes 8..11 of row 3's block 1 at 4·3.
-  EXPECT_EQ(tiles.tile(0)[144 + 16 + 32 * 2 + 4 * 3 + 1], rows.block(3, 1)[2 + 8 + 1]);
-  EXPECT_EQ(tiles.block(17, 1), tiles.tile(0) + (17 * 2 + 1) * 18);  // the rest in rows, after the tiles
-  EXPECT_THROW(tiles.block(15, 0), Error);
-  EXPECT_THROW(tiled(tiles), Error);
-  EXPECT_THROW(tiled(QuantMatrix::quantize(QuantFormat::Q8_0, W.data_ptr<float>(), 19, 64)), Error);
-  std::vector<float> y(19);
-  EXPECT_THROW(quant_linear(W.data_ptr<float>(), 1, tiles, y.data(), Q8Activations::Fp32), Error);
 }
 
 // Shape classes: one block, several with N odd, N split across threads, B = 1..9 (the groups of
-// four and two and every remainder), both formats, both activation kinds, and Q4_0 in tiles of 8
-// rows (N = 3: no tile; 33, 65: a remainder row).
+// four and two and every remainder), both formats, both activation kinds, and both formats in
+// tiles of 8 rows (N = 3: no tile; 33, 65: a remainder row).
 TEST(QuantGemv, EqualsTheMatmulOfTheDequantisedWeightsAndARowIsTheSameInAnyBatch) {
   for (auto [format, layout] : {std::pair{QuantFormat::Q8_0, QuantLayout::Rows},
                                 {QuantFormat::Q4_0, QuantLayout::Rows},
+                                {QuantFormat::Q8_0, QuantLayout::Tiles8},
                                 {QuantFormat::Q4_0, QuantLayout::Tiles8}})
     for (auto [K, N] : {std::pair<int64_t, int64_t>{32, 3}, {96, 33}, {576, 1536}, {2048, 65}}) {
       torch::manual_seed(K + N);

@@ -26,6 +26,14 @@ std::vector<ModelConfig> quantize_configs() {
   return {paper, llama};
 }
 
+/// The options of a decoder whose quantized_groups() a checkpoint is written from (as fbt quantize's:
+/// ggml's row-major layout).
+CpuDecoderOptions writer_options(DecodeWeights weights) {
+  CpuDecoderOptions options{/*batch_invariant=*/true, weights};
+  options.quant_layout = QuantLayout::Rows;
+  return options;
+}
+
 /// Prefill of a fixed prompt, then four Soft steps: the logits of every call, [B,V] each.
 std::vector<torch::Tensor> soft_decode(CpuDecoder& decoder, const ModelConfig& config) {
   torch::NoGradGuard no_grad;
@@ -43,17 +51,16 @@ TEST(Quantize, LoadedRunDecodesAsTheModelQuantisedAtLoad) {
     for (const auto& [weights, name] : {std::pair{DecodeWeights::Int8, "int8"}, {DecodeWeights::Int4, "int4"}}) {
       SCOPED_TRACE(enum_to_string(config.block) + " " + name);
       auto model = testing::make_test_model(config);
-      CpuDecoder at_load(model, CpuDecoderOptions{/*batch_invariant=*/true, weights});  // Q4_0 in Tiles8
-      CpuDecoderOptions rows{/*batch_invariant=*/true, weights};
-      rows.q4_layout = QuantLayout::Rows;  // as fbt quantize: the file holds ggml's layout
-      const CpuDecoder writer(model, rows);
-      if (weights == DecodeWeights::Int4) EXPECT_THROW(at_load.quantized_groups(), Error);
+      CpuDecoder at_load(model, CpuDecoderOptions{/*batch_invariant=*/true, weights});  // in tiles of 8 rows
+      const CpuDecoder writer(model, writer_options(weights));
+      EXPECT_THROW(at_load.quantized_groups(), Error);
       const auto path = (tmp.path / (enum_to_string(config.block) + name + ".safetensors")).string();
       save_quantized_model(path, model, nlohmann::json::object(), 3, name, writer.quantized_groups());
 
       CheckpointInfo info;
       auto loaded = load_model(path, &info);
       ASSERT_TRUE(info.quantized);
+      for (const auto& g : info.quantized->groups) EXPECT_TRUE(g.tiled) << g.parts[0];  // read in place, no copy
       EXPECT_EQ(info.quantized->weights, name);
       EXPECT_EQ(info.step, 3);
       EXPECT_EQ(info.quantized->groups.size(), writer.quantized_groups().size());
@@ -83,7 +90,7 @@ TEST(Quantize, LoadedRunDecodesAsTheModelQuantisedAtLoad) {
 TEST(Quantize, Fp32ConsumersRefuseAQuantisedCheckpoint) {
   testing::TempDir tmp;
   auto model = testing::make_test_model();
-  CpuDecoder decoder(model, CpuDecoderOptions{false, DecodeWeights::Int8});
+  CpuDecoder decoder(model, writer_options(DecodeWeights::Int8));
   const auto path = (tmp.path / "q.safetensors").string();
   save_quantized_model(path, model, nlohmann::json::object(), 0, "int8", decoder.quantized_groups());
   expect_error([&] { load_weights(path, model); }, {path, "quantised checkpoint", "fp32 run it was made from"});
@@ -96,7 +103,7 @@ TEST(Quantize, Fp32ConsumersRefuseAQuantisedCheckpoint) {
 TEST(Quantize, MisshapenGroupIsNamedByTheDecoder) {
   testing::TempDir tmp;
   auto model = testing::make_test_model();
-  CpuDecoder decoder(model, CpuDecoderOptions{false, DecodeWeights::Int8});
+  CpuDecoder decoder(model, writer_options(DecodeWeights::Int8));
   auto groups = decoder.quantized_groups();
   const auto it =
       std::find_if(groups.begin(), groups.end(), [](const auto& g) { return g.parts[0] == "blocks.0.attn.wo.weight"; });

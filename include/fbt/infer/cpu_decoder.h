@@ -54,9 +54,10 @@ struct CpuDecoderOptions {
   /// matrix is read in place from these blocks, whatever `weights` says (cpu_decoder_for sets it to
   /// the run's), and the model may be a Skeleton without fp32 matrices.
   std::shared_ptr<const QuantizedWeights> prequantized = nullptr;
-  /// The layout of Q4_0 matrices with Int8 activations: Tiles8 (quant_gemv.h), the fast kernel's,
-  /// copied from a prequantized run's blocks; `fbt quantize` asks for Rows, the layout it writes.
-  QuantLayout q4_layout = QuantLayout::Tiles8;
+  /// The layout of the quantised matrices with Int8 activations: Tiles8 (quant_gemv.h), the fast
+  /// kernel's, in which load_model also keeps a quantised run's blocks; `fbt quantize` asks for
+  /// Rows, the layout it writes. Fp32 activations always use Rows.
+  QuantLayout quant_layout = QuantLayout::Tiles8;
 };
 
 /// Parses "fp32", "int8" or "int4" (the --weights flag); throws fbt::Error naming `flag` otherwise.
@@ -81,7 +82,7 @@ class CpuDecoder {
   FBT& model() { return model_; }
   /// The quantised matrix products (int8, int4): each one's parameter names, format, size and blocks
   /// (valid while this decoder lives), in the decoder's order: what `fbt quantize` stores. Throws
-  /// fbt::Error where a matrix is in the Tiles8 layout (build the decoder with q4_layout Rows).
+  /// fbt::Error where a matrix is in the Tiles8 layout (build the decoder with quant_layout Rows).
   std::vector<QuantizedGroup> quantized_groups() const;
   /// Bytes of the weights a decode step reads: every matrix product's (fp32 or quantised), norms and the
   /// embedding row excluded; the fusion's W_U and W_G only `with_fusion` (Soft and Fused steps).
@@ -179,8 +180,9 @@ class CpuDecoder {
   /// Moves every quantised matrix's blocks into one huge-page mapping (huge_pages.h: a decode step
   /// streams them all; 2 MiB pages spare a TLB miss per 4 KiB).
   void gather_quantised_weights();
-  /// The layout `m` is kept in: options_.q4_layout for Q4_0 with Int8 activations, else Rows.
-  QuantLayout layout_for(const QuantMatrix& m) const;
+  /// The layout the quantised matrices are kept in: options_.quant_layout with Int8 activations,
+  /// else Rows.
+  QuantLayout kernel_layout() const;
   /// y[B, W.rows] = x[B, W.cols] · Wᵀ.
   void linear(const float* x, int64_t B, const Matrix& W, float* y) const;
 

@@ -21,17 +21,15 @@ const char* quant_format_name(QuantFormat format);
 /// How a QuantMatrix orders its blocks in memory (the same bytes, permuted).
 enum class QuantLayout {
   Rows,    ///< ggml's: row-major, row n's K/32 blocks one after the other (what files hold)
-  Tiles8,  ///< Q4_0 only, the int8-activation kernel's: rows in tiles of 8, a tile's block ib stored
-           ///< as 144 bytes: the 8 rows' fp16 scales, then 4 chunks of 32 bytes, chunk c holding
-           ///< bytes 4c..4c+3 of each row's values in row order (its low nibbles: values 4c..4c+3 of
-           ///< the 8 rows; its high nibbles: values 16+4c..19+4c), so one 32-byte load feeds 8
-           ///< rows' dot products and the 8 results land in the lanes of one register (the idea of
-           ///< llama.cpp's Q4_0 repacking); a last N mod 8 rows follow in the Rows layout
+  Tiles8,  ///< the int8-activation kernel's (gguf_quants.h, tile8_blocks): rows in tiles of 8, a
+           ///< tile's block column stored as the 8 scales, then 32-byte chunks holding 4 values of
+           ///< each of the 8 rows, so one load feeds 8 rows' dot products and their 8 results land
+           ///< in the lanes of one register; a last N mod 8 rows follow in the Rows layout
 };
 
 /// A [N, K] weight matrix in blocks of one QuantFormat, row-major, so a row is one stream of
-/// memory (ggml-quants.c quantize_row_q8_0_ref / quantize_row_q4_0_ref), or for Q4_0 in tiles of
-/// 8 rows (QuantLayout::Tiles8). Q8_0 takes 1.0625 bytes per weight, Q4_0 0.5625, against 4 for fp32.
+/// memory (ggml-quants.c quantize_row_q8_0_ref / quantize_row_q4_0_ref), or in tiles of 8 rows
+/// (QuantLayout::Tiles8). Q8_0 takes 1.0625 bytes per weight, Q4_0 0.5625, against 4 for fp32.
 class QuantMatrix {
  public:
   static constexpr int64_t kBlock = 32;  ///< values per block
@@ -42,11 +40,11 @@ class QuantMatrix {
   /// llama-quantize with an importance matrix. Throws fbt::Error unless K is a positive multiple
   /// of 32.
   static QuantMatrix quantize(QuantFormat format, const float* W, int64_t N, int64_t K);
-  /// The [N, K] matrix whose blocks are already at `data` (a quantised checkpoint's, loaded by
-  /// load_model), read in place and kept alive by `owner`. Throws fbt::Error unless K is a
-  /// positive multiple of 32.
+  /// The [N, K] matrix whose blocks are already at `data` in `layout` (a quantised checkpoint's,
+  /// loaded by load_model), read in place and kept alive by `owner`. Throws fbt::Error unless K is
+  /// a positive multiple of 32.
   static QuantMatrix from_blocks(QuantFormat format, int64_t N, int64_t K, const uint8_t* data,
-                                 std::shared_ptr<uint8_t> owner);
+                                 std::shared_ptr<uint8_t> owner, QuantLayout layout = QuantLayout::Rows);
   /// The format named `name` ("Q8_0" or "Q4_0"); throws fbt::Error naming `origin` otherwise.
   static QuantFormat format_named(const std::string& name, const std::string& origin);
 
@@ -62,7 +60,7 @@ class QuantMatrix {
   const uint8_t* block(int64_t n, int64_t ib) const;
   /// Rows in tiles of 8: 8·⌊N/8⌋ in the Tiles8 layout, 0 in Rows.
   int64_t tiled_rows() const { return layout_ == QuantLayout::Tiles8 ? rows_ / 8 * 8 : 0; }
-  /// The bytes of tile t (rows 8t..8t+7) in the Tiles8 layout: K/32 blocks of 144 bytes.
+  /// The bytes of tile t (rows 8t..8t+7) in the Tiles8 layout: K/32 block columns of 8 blocks' bytes.
   const uint8_t* tile(int64_t t) const { return data_ + t * (cols_ / kBlock) * 8 * block_bytes(); }
   /// Block ib of row n in ggml's layout (block_bytes() of them) copied to `out`, in any layout.
   void copy_block(int64_t n, int64_t ib, uint8_t* out) const;
@@ -70,8 +68,8 @@ class QuantMatrix {
   void dequantize_row(int64_t n, float* out) const;
   /// Copies the blocks to `destination` (bytes() of them, kept alive by `owner`) in `layout` and
   /// frees their current memory: CpuDecoder gathers every matrix into one huge-page mapping
-  /// (huge_pages.h), a Q4_0 one in the Tiles8 layout. Throws fbt::Error for Tiles8 unless the
-  /// format is Q4_0 and the blocks are in the Rows layout now.
+  /// (huge_pages.h), in the Tiles8 layout for int8 activations. Throws fbt::Error for a layout
+  /// change other than Rows → Tiles8.
   void move_to(uint8_t* destination, std::shared_ptr<uint8_t> owner, QuantLayout layout = QuantLayout::Rows);
 
  private:
@@ -94,7 +92,7 @@ enum class Q8Activations {
 /// order (Rows layout, AVX2: 8 lanes of partial sums within each block, even and odd blocks in two
 /// chains added at the end; portable code: block i into partial sum i mod 8; then pairwise.
 /// Tiles8 layout: each block's exact int32 sum, converted to fp32, times fp32(d_w·d_x), added in
-/// block order by fused multiply-adds, in SIMD and portable code alike). Like
+/// block order by fused multiply-adds, in SIMD and portable code alike: the same bits). Like
 /// batch_invariant_linear, a row's result is the same bits at any B (serving), and rows n are split
 /// across libtorch's intra-op threads. The AVX2 kernel is chosen once at run time where the CPU
 /// has it (with Int8 activations on AVX-512 VNNI CPUs its vpdpbusd variant: the same int32 block

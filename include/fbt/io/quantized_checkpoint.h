@@ -29,6 +29,9 @@ struct QuantizedGroup {
   std::string format;               ///< "Q8_0" or "Q4_0"
   int64_t rows = 0, cols = 0;       ///< N (the parts' rows together) and K (a multiple of 32)
   const uint8_t* blocks = nullptr;  ///< N × K/32 blocks (loaded: inside QuantizedWeights::memory)
+  /// The blocks are in tiles of 8 rows (gguf_quants.h, tile8_blocks), as load_model keeps them for
+  /// the decoder's kernels; files hold ggml's row-major layout.
+  bool tiled = false;
   /// Bytes of the blocks: rows × cols/32 × (34 for Q8_0, 18 for Q4_0).
   int64_t bytes() const;
   /// The tensor name in the file: "quantized." + parts[0].
@@ -52,7 +55,7 @@ QuantizedWeights quantized_weights_from_json(const nlohmann::json& quantized, co
 /// Writes `model`'s checkpoint with `groups` (blocks set, each a product of the model's parameters)
 /// quantised as `weights` ("int8" or "int4"): the groups' blocks as uint8 tensors, every other
 /// parameter in fp32, the metadata of save_model plus "quantized". Atomic as save_model. Throws
-/// fbt::Error on I/O failure.
+/// fbt::Error on I/O failure or for a group whose blocks are tiled.
 void save_quantized_model(const std::string& path, FBT& model, const nlohmann::json& tokenizer, int64_t step,
                           const std::string& weights, const std::vector<QuantizedGroup>& groups);
 
@@ -71,8 +74,9 @@ class QuantizedPlacement {
   torch::Tensor place(const std::string& name, const std::vector<int64_t>& shape, torch::ScalarType dtype);
   /// After load_tensors read `file`: checks that every tensor went into place and that every
   /// parameter outside the groups was read with the model's shape, then returns the model and sets
-  /// `quantized` (blocks and memory). Throws fbt::Error naming the path and the first tensor that
-  /// is unexpected, missing or misshapen.
+  /// `quantized` (blocks and memory), each group's blocks reordered in place into tiles of 8 rows
+  /// (QuantizedGroup::tiled). Throws fbt::Error naming the path and the first tensor that is
+  /// unexpected, missing or misshapen.
   FBT finish(const TensorFile& file, std::shared_ptr<const QuantizedWeights>& quantized);
 
  private:
