@@ -193,11 +193,10 @@ CpuDecoder::CpuDecoder(FBT& model, CpuDecoderOptions options)
   head_ = weight({config_.tie_embeddings ? "embedding.weight" : "lm_head.weight"}, /*head=*/true);
   if (config_.tie_embeddings && !head_.quant) embedding_ = get("embedding.weight");
   check_shapes();
-  // A checkpoint's blocks already share one mapping: they are copied only to change their layout.
-  bool relayout = false;
-  for (const Matrix* m : matrices(/*with_fusion=*/true))
-    relayout = relayout || (m->quant && kernel_layout() != m->quant->layout());
-  if (!options_.prequantized || relayout) gather_quantised_weights();
+  if (!options_.prequantized)
+    gather_quantised_weights();
+  else if (kernel_layout() != QuantLayout::Tiles8)  // load_model put the run's blocks in one mapping, in tiles
+    throw Error("a quantised run's blocks are in tiles of 8 rows, which only int8 activations read");
   const int64_t Dh = config_.head_dim();
   for (int64_t i = 0; i < Dh / 2; ++i)  // as make_rope: θ^(-(2i)/Dh) in fp32
     inv_freq_.push_back(std::pow(float(config_.rope_theta), -float(2 * i) / float(Dh)));

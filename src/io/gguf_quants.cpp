@@ -266,12 +266,12 @@ namespace {
 int64_t tile8_block_bytes(uint32_t type) {
   if (type != kGgmlQ8_0 && type != kGgmlQ4_0)
     throw Error("tiles of 8 rows hold Q8_0 or Q4_0 blocks, not " + ggml_type_name(type));
-  return type == kGgmlQ8_0 ? 34 : 18;
+  return ggml_block_layout(type)->bytes;
 }
 }  // namespace
 
 void tile8_blocks(uint32_t type, int64_t rows, int64_t cols, uint8_t* data) {
-  const int64_t bb = tile8_block_bytes(type), nb = cols / 32, chunks = (bb - 2) / 4, tile_bytes = 8 * nb * bb;
+  const int64_t bb = tile8_block_bytes(type), nb = cols / kGgmlBlock, chunks = (bb - 2) / 4, tile_bytes = 8 * nb * bb;
   std::vector<uint8_t> rows8(tile_bytes);  // one tile's rows as they were: a tile occupies their bytes
   for (int64_t t = 0; t < rows / 8; ++t) {
     uint8_t* tile = data + t * tile_bytes;
@@ -288,7 +288,7 @@ void tile8_blocks(uint32_t type, int64_t rows, int64_t cols, uint8_t* data) {
 
 void untile8_block(uint32_t type, int64_t rows, int64_t cols, const uint8_t* data, int64_t n, int64_t ib,
                    uint8_t* out) {
-  const int64_t bb = tile8_block_bytes(type), nb = cols / 32, chunks = (bb - 2) / 4;
+  const int64_t bb = tile8_block_bytes(type), nb = cols / kGgmlBlock, chunks = (bb - 2) / 4;
   if (n >= rows / 8 * 8) {
     std::memcpy(out, data + (n * nb + ib) * bb, bb);  // a row after the tiles
     return;
