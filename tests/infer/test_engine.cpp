@@ -363,8 +363,9 @@ TEST(Engine, ScoringTasksEqualPromptLogprobsBesideDecoding) {
       }
     }
     c.wait_finished(1);
-    if (weights == DecodeWeights::Fp32)
+    if (weights == DecodeWeights::Fp32) {
       EXPECT_TRUE(c.outcomes()[0] == alone) << describe(c.outcomes()[0]) << " beside scoring, " << describe(alone);
+    }
     const auto stats = engine.stats();
     EXPECT_EQ(stats.submitted, 4);
     EXPECT_EQ(stats.finished, 4);
