@@ -10,6 +10,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "fbt/infer/gemm_linear.h"
 #include "fbt/infer/parallel_probe.h"
 #include "fbt/infer/quant_gemv.h"
 #include "fbt/util/cpu_features.h"
@@ -267,8 +268,8 @@ void batch_invariant_linear(const float* x, int64_t B, int64_t K, const std::vec
   linear_of_parts(x, B, K, parts.data(), parts.size(), y, ldy);
 }
 
-bool batch_gemv_tiled() { return isa() == Isa::Avx512; }  // (B > 1: batch 1 needs no tiles)
-
-int decode_kernel_threads() { return std::min(detail::parallel_for_threads_here(), quant_kernel_threads()); }
+int decode_kernel_threads() {
+  return std::min({detail::parallel_for_threads_here(), quant_kernel_threads(), gemm_kernel_threads()});
+}
 
 }  // namespace fbt

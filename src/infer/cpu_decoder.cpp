@@ -2,6 +2,7 @@
 // Shape legend as in include/fbt/model/model.h; every buffer is row-major [B, ·].
 #include "fbt/infer/cpu_decoder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -9,7 +10,10 @@
 #include <ATen/Parallel.h>
 
 #include "fbt/infer/batch_gemv.h"
+#include "fbt/infer/gemm_linear.h"
+#include "fbt/infer/parallel_probe.h"
 #include "fbt/util/cpu_allocator.h"
+#include "fbt/util/cpu_features.h"
 #include "fbt/util/error.h"
 #include "fbt/util/huge_pages.h"
 
@@ -57,6 +61,17 @@ void rope(float* v, int64_t head_dim, const float* cos_sin) {
 
 const float* ptr(const torch::Tensor& t) { return t.data_ptr<float>(); }
 
+/// f(b) for every row b < B, the rows split across the intra-op threads where they hold at least
+/// ~16k values of work per task (a prefill's 64 rows; a decode step's few rows stay on the calling
+/// thread, which then forks nothing). Each row's steps are the same on any thread: no bit changes.
+template <class F>
+void for_rows(int64_t B, int64_t values_per_row, const F& f) {
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(values_per_row, 1));
+  at::parallel_for(0, B, grain, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) f(b);
+  });
+}
+
 }  // namespace
 
 DecodeWeights parse_decode_weights(const std::string& text, const std::string& flag) {
@@ -84,17 +99,21 @@ CpuDecoder::Matrix CpuDecoder::matrix(std::vector<torch::Tensor> parts, bool hea
 
 void CpuDecoder::linear(const float* x, int64_t B, const Matrix& W, float* y) const {
   if (W.quant) return quant_linear(x, B, *W.quant, y, options_.activations);
+  // Unless rows must round as if alone, more than four (a prefill's, a wide batch's) go to a GEMM:
+  // fbt's own where the CPU has AVX-512, else BLAS sgemm where linked (gemm_linear.h).
+  if (!options_.batch_invariant && B > 4) {
 #ifdef FBT_WITH_BLAS
-  // Above four rows sgemm's blocking beats streaming the weights once per four rows (not tiles).
-  if (!options_.batch_invariant && B > 4 && !batch_gemv_tiled()) {
-    int64_t row = 0;
-    for (const auto& part : W.parts) {  // each part fills its block of columns of y [B, W.rows]
-      sgemm_linear(x, B, W.cols, ptr(part), part.size(0), y + row, W.rows);
-      row += part.size(0);
+    if (!cpu_has_avx512()) {
+      int64_t row = 0;
+      for (const auto& part : W.parts) {  // each part fills its block of columns of y [B, W.rows]
+        sgemm_linear(x, B, W.cols, ptr(part), part.size(0), y + row, W.rows);
+        row += part.size(0);
+      }
+      return;
     }
-    return;
-  }
 #endif
+    return gemm_linear(x, B, W.cols, W.views, y, W.rows);
+  }
   batch_invariant_linear(x, B, W.cols, W.views, y, W.rows);
 }
 
@@ -111,6 +130,8 @@ int64_t CpuDecoder::matmul_weight_bytes(bool with_fusion) const {
     total += m->quant ? m->quant->bytes() : m->rows * m->cols * int64_t(sizeof(float));
   return total;
 }
+
+int CpuDecoder::row_loop_threads() { return detail::parallel_for_threads_here(); }
 
 bool CpuDecoder::supports(FBT& model) {
   // The packed step implements both blocks (the paper's, and the Llama family's pre-norm block,
@@ -367,11 +388,11 @@ void CpuDecoder::check_tokens(const torch::Tensor& tokens) const {
 void CpuDecoder::add_branch(const torch::Tensor& norm_out, int64_t B) {
   const int64_t D = config_.d_model;
   const float scale = float(scale_);
-  for (int64_t b = 0; b < B; ++b) {
+  for_rows(B, D, [&](int64_t b) {
     float* y = branch_.data() + b * D;
     if (paper_block()) rms_norm(y, ptr(norm_out), D, config_.norm_eps, y);
     for (int64_t i = 0; i < D; ++i) x_[b * D + i] += scale * y[i];
-  }
+  });
 }
 
 int64_t CpuDecoder::proj_width() const {
@@ -504,8 +525,7 @@ void CpuDecoder::forward(const int64_t* tok, const std::vector<char>& plain, con
   // The input (FBT::plain_input, FBT::fused_input): plain RMSNorm_in(e) (block llama: the raw e)
   // or the latent-feedback fusion (paper Eq. 4) of RMSNorm_in(e) with h_prev; fusion residual
   // adds g to the plain input, without a norm.
-  bool any_fused = false;
-  for (int64_t b = 0; b < B; ++b) {
+  for_rows(B, D, [&](int64_t b) {
     const float* e = branch_.data() + b * D;
     if (embedding_.defined())
       e = ptr(embedding_) + tok[b] * D;
@@ -516,13 +536,12 @@ void CpuDecoder::forward(const int64_t* tok, const std::vector<char>& plain, con
     rms_norm(e, ptr(input_norm_), D, config_.norm_eps, e_n);
     const float* plain_in = paper_block() ? e_n : e;
     std::copy(plain_in, plain_in + D, x_.data() + b * D);
-    any_fused = any_fused || !plain[b];
-  }
-  if (any_fused) {
+  });
+  if (std::find(plain.begin(), plain.end(), 0) != plain.end()) {
     linear(h_prev, B, w_u_, fused_a_.data());       // W_U h_prev
     linear(e_n_.data(), B, w_g_, fused_b_.data());  // W_G e_n
-    for (int64_t b = 0; b < B; ++b) {
-      if (plain[b]) continue;
+    for_rows(B, D, [&](int64_t b) {
+      if (plain[b]) return;
       float* g = fused_a_.data() + b * D;
       for (int64_t i = 0; i < D; ++i) {
         g[i] *= sigmoid(fused_b_[b * D + i]);
@@ -533,11 +552,11 @@ void CpuDecoder::forward(const int64_t* tok, const std::vector<char>& plain, con
         for (int64_t i = 0; i < D; ++i) x[i] += g[i];
       else
         rms_norm(g, ptr(input_norm_), D, config_.norm_eps, x);
-    }
+    });
   }
 
   // RoPE angles of each row's position, shared by its heads and layers.
-  for (int64_t b = 0; b < B; ++b) {
+  for_rows(B, 16 * Dh, [&](int64_t b) {  // (a sine and a cosine: ~16 values' work each)
     const int64_t p = rows[b].pos[rows[b].slot];
     float* cos_sin = rope_.data() + b * Dh;
     for (int64_t i = 0; i < Dh / 2; ++i) {
@@ -545,15 +564,16 @@ void CpuDecoder::forward(const int64_t* tok, const std::vector<char>& plain, con
       cos_sin[i] = std::cos(angle);
       cos_sin[Dh / 2 + i] = std::sin(angle);
     }
-  }
+  });
 
   for (int64_t l = 0; l < config_.n_layers; ++l) {
     const Layer& L = layers_[l];
     // Attention branch: x += s · norm_out(Wo · gate ⊙ attention(q, K, V)) (block llama: x += Wo · attention).
-    for (int64_t b = 0; b < B; ++b)
+    for_rows(B, D, [&](int64_t b) {
       rms_norm(x_.data() + b * D, ptr(L.attn_norm_in), D, config_.norm_eps, a_.data() + b * D);
+    });
     linear(a_.data(), B, L.qkvg, proj_.data());
-    for (int64_t b = 0; b < B; ++b) {
+    for_rows(B, proj, [&](int64_t b) {
       float* row = proj_.data() + b * proj;
       const RowCache& cache = rows[b];
       const float* cos_sin = rope_.data() + b * Dh;
@@ -569,24 +589,26 @@ void CpuDecoder::forward(const int64_t* tok, const std::vector<char>& plain, con
         std::memcpy(cache.k[l] + at, k, Dh * sizeof(float));
         std::memcpy(cache.v[l] + at, row + (H + Hkv + h) * Dh, Dh * sizeof(float));
       }
-    }
+    });
     attend(l, rows);
     linear(attn_.data(), B, L.wo, branch_.data());
     add_branch(L.attn_norm_out, B);
     // MLP branch: x += s · norm_out(W_down(silu(W_gate a) ⊙ W_up a)) (block llama: no norm_out, s = 1).
-    for (int64_t b = 0; b < B; ++b)
+    for_rows(B, D, [&](int64_t b) {
       rms_norm(x_.data() + b * D, ptr(L.mlp_norm_in), D, config_.norm_eps, a_.data() + b * D);
+    });
     linear(a_.data(), B, L.gate_up, gate_up_.data());
-    for (int64_t b = 0; b < B; ++b) {
+    for_rows(B, 4 * F, [&](int64_t b) {  // (an exp per value)
       const float* gu = gate_up_.data() + b * 2 * F;
       for (int64_t i = 0; i < F; ++i) act_[b * F + i] = gu[i] * sigmoid(gu[i]) * gu[F + i];
-    }
+    });
     linear(act_.data(), B, L.w_down, branch_.data());
     add_branch(L.mlp_norm_out, B);
   }
 
   // The head's input and the feedback state: FinalNorm(x) in a_; h_prev = FinalNorm(x) or x.
-  for (int64_t b = 0; b < B; ++b) rms_norm(x_.data() + b * D, ptr(final_norm_), D, config_.norm_eps, a_.data() + b * D);
+  for_rows(B, D,
+           [&](int64_t b) { rms_norm(x_.data() + b * D, ptr(final_norm_), D, config_.norm_eps, a_.data() + b * D); });
 }
 
 torch::Tensor CpuDecoder::logits(int64_t first, int64_t count, int64_t stride) {

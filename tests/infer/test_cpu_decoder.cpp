@@ -367,5 +367,16 @@ TEST(CpuDecoder, SoftDiffersFromStandardAndBadInputIsRefused) {
   EXPECT_THROW(CpuDecoder{double_model}, Error);
 }
 
+// The decoder's own row loops (attention's (row, head) pairs, norms, SiLU) reach libtorch's threads:
+// cpu_decoder.cpp must be compiled with OpenMP (until 2026-12-06 attention's split ran serially).
+TEST(CpuDecoder, RowLoopsRunOnEveryIntraOpThread) {
+  const int before = torch::get_num_threads();
+  for (int threads : {2, 3, 1}) {
+    torch::set_num_threads(threads);
+    EXPECT_EQ(CpuDecoder::row_loop_threads(), threads);
+  }
+  torch::set_num_threads(before);
+}
+
 }  // namespace
 }  // namespace fbt

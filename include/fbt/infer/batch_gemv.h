@@ -15,7 +15,7 @@ namespace fbt {
 /// property continuous batching needs (a served sequence's output must not depend on its batch),
 /// which BLAS does not give (OpenBLAS's sgemm picks other kernels as B grows; sgemv rounds unlike
 /// sgemm). At B = 1 the weights stream from memory one row at a time; above, with AVX-512, tiles of
-/// 4 weight rows × 6 inputs keep 24 dot products in registers (batch_gemv_tiled; the next tile
+/// 4 weight rows × 6 inputs keep 24 dot products in registers (the next tile
 /// prefetched as one stream); with AVX2 one weight row meets four inputs at a time.
 /// Output rows n are split across libtorch's intra-op threads. The AVX-512 and AVX2+FMA kernels
 /// (the 16 partial sums in one or two registers, each step a fused multiply-add; bit-identical to
@@ -34,19 +34,13 @@ struct WeightPart {
 void batch_invariant_linear(const float* x, int64_t B, int64_t K, const std::vector<WeightPart>& parts, float* y,
                             int64_t ldy);
 
-/// True where batch_invariant_linear tiles many input rows in registers (CPUs with AVX-512): from
-/// B = 4 on it is then as fast as OpenBLAS's sgemm or faster (measured at B = 64: 1.0–1.3×), so a
-/// caller gains nothing from BLAS. Elsewhere it streams each weight row past four inputs at a time
-/// and sgemm is faster for many rows.
-bool batch_gemv_tiled();
-
 /// Σ_i a[i]·b[i] over n floats: one of batch_invariant_linear's dot products (the same kernel,
 /// summation order and rounding), on the calling thread. For short products inside other loops
 /// (attention scores: a query head against a key, n = head size).
 float dot_product(const float* a, const float* b, int64_t n);
 
 /// The number of threads at::parallel_for actually runs on in the decode kernels' translation
-/// units (the fewer of batch_gemv.cpp's and quant_gemv.cpp's): torch::get_num_threads() when they
+/// units (the fewest of batch_gemv.cpp's, gemm_linear.cpp's and quant_gemv.cpp's): torch::get_num_threads() when they
 /// were compiled with OpenMP (CMakeLists.txt), 1 when one was built without it (the pragma is then
 /// silently ignored and its products run serially). `fbt bench` records it.
 int decode_kernel_threads();
