@@ -128,6 +128,11 @@ def main():
     for path, what in ((a.llama_bench, "llama-bench (build it: see --help)"), (a.fbt, "fbt (scripts/build.sh)")):
         if not os.access(path, os.X_OK):
             sys.exit(f"vs_llama_cpp: {path}: not found or not executable: {what}")
+    if a.results_dir:  # made (or found unwritable) now, not after the minutes of measuring
+        try:
+            os.makedirs(a.results_dir, exist_ok=True)
+        except OSError as e:
+            sys.exit(f"vs_llama_cpp: --results-dir {a.results_dir}: {e.strerror}")
     work = tempfile.mkdtemp(prefix="fbt-vs-llama-")
     env = dict(os.environ, PYTHONPATH=os.path.join(a.llama_cpp, "gguf-py"))
     shapes = a.shapes.split(",")
