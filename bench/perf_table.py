@@ -74,7 +74,8 @@ def section(vs_paths, serve_path):
             f"ratios (min–max); {first['load']}. From {vs_source}:", "", *vs_lines, "",
             "`fbt serve --weights int8` against llama-server (Q8_0) on SmolLM2-135M-Instruct, two threads, "
             f"128-token streamed completions (bench/serve_compare.py; {serve_source}):", "", *serve_lines, "",
-            "How these are measured, and the earlier runs: [docs/benchmarks.md](docs/benchmarks.md).", "", END]
+            "How these are measured, and the earlier runs: [docs/benchmarks.md](docs/benchmarks.md). This section: "
+            f"`python3 bench/perf_table.py --vs {' '.join(vs_paths)} --serve {serve_path} --splice README.md`.", "", END]
     return "\n".join(text) + "\n"
 
 
