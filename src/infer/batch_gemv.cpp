@@ -225,10 +225,48 @@ Isa isa() {
 
 }  // namespace
 
-float dot_product(const float* a, const float* b, int64_t n) {
-  float out;
-  (isa() == Isa::Portable ? tile_portable<1, 1> : tile_avx2<1, 1>)(a, n, b, &out, 1);
-  return out;
+void dot_products(const float* rows, int64_t n, int64_t K, const float* x, float* out) {
+  const RowsFn kernel = isa() == Isa::Avx512 ? rows_avx512 : isa() == Isa::Avx2 ? rows_avx2 : rows_portable;
+  kernel(x, 1, K, rows, 1, out, 0, n);
+}
+
+namespace {
+
+/// Columns [0, 8·A) of weighted_row_sum (rows and y already offset to the block) in A 8-lane chains.
+template <int A>
+__attribute__((target("avx2,fma"))) inline void weighted_columns_avx2(const float* rows, int64_t n, int64_t K,
+                                                                      const float* weights, float* y) {
+  __m256 acc[A];
+  for (int a = 0; a < A; ++a) acc[a] = _mm256_loadu_ps(y + 8 * a);
+  for (int64_t i = 0; i < n; ++i) {
+    if (weights[i] == 0.0f) continue;
+    const __m256 w = _mm256_set1_ps(weights[i]);
+#pragma GCC unroll 8
+    for (int a = 0; a < A; ++a) acc[a] = _mm256_fmadd_ps(w, _mm256_loadu_ps(rows + i * K + 8 * a), acc[a]);
+  }
+  for (int a = 0; a < A; ++a) _mm256_storeu_ps(y + 8 * a, acc[a]);
+}
+
+/// weighted_row_sum with AVX2 (AVX-512 CPUs too: a head of 64 columns is eight 8-lane chains or
+/// four 16-lane ones, and either way one fused multiply-add per chain per row): blocks of 64
+/// columns, then of 8, then one column at a time (the same fused steps, scalar).
+__attribute__((target("avx2,fma"))) void weighted_row_sum_avx2(const float* rows, int64_t n, int64_t K,
+                                                               const float* weights, float* y) {
+  int64_t j = 0;
+  for (; j + 64 <= K; j += 64) weighted_columns_avx2<8>(rows + j, n, K, weights, y + j);
+  for (; j + 8 <= K; j += 8) weighted_columns_avx2<1>(rows + j, n, K, weights, y + j);
+  for (; j < K; ++j)
+    for (int64_t i = 0; i < n; ++i)
+      if (weights[i] != 0.0f) y[j] = std::fma(weights[i], rows[i * K + j], y[j]);
+}
+
+}  // namespace
+
+void weighted_row_sum(const float* rows, int64_t n, int64_t K, const float* weights, float* y) {
+  if (isa() != Isa::Portable) return weighted_row_sum_avx2(rows, n, K, weights, y);
+  for (int64_t i = 0; i < n; ++i)
+    if (weights[i] != 0.0f)
+      for (int64_t j = 0; j < K; ++j) y[j] = std::fma(weights[i], rows[i * K + j], y[j]);
 }
 
 namespace {

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include <ATen/Parallel.h>
 
@@ -321,31 +323,40 @@ void CpuDecoder::attend(int64_t layer, const std::vector<RowCache>& rows) {
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / (2 * longest * Dh));
   const int64_t B = int64_t(rows.size());
   at::parallel_for(0, B * H, grain, [&](int64_t i0, int64_t i1) {
-    thread_local std::vector<float> scores;
+    thread_local std::vector<float> scores;                      // [slot + 1]: q·k/√Dh, then softmax numerators
+    thread_local std::vector<std::pair<int64_t, int64_t>> runs;  // [begin, end) of the allowed keys
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t m = i / H, h = i % H, b = m % 2 == 0 ? m / 2 : B - 1 - m / 2;
       const RowCache& row = rows[b];
       const int64_t slot = row.slot, cap = row.capacity, qpos = row.pos[slot];
       scores.resize(slot + 1);
+      runs.clear();
       const float* q = proj_.data() + b * proj + h * Dh;
       const float* keys = row.k[layer] + (h / G) * cap * Dh;  // this head's KV head [cap,Dh]
       const float* values = row.v[layer] + (h / G) * cap * Dh;
-      float top = -std::numeric_limits<float>::infinity();
-      for (int64_t s = 0; s <= slot; ++s) {  // the mask of make_masks: real, causal, in window, or self
+      const auto allowed = [&](int64_t s) {  // the mask of make_masks: real, causal, in window, or self
         const int64_t kpos = row.pos[s];
-        const bool allowed = s == slot || (row.valid[s] && kpos <= qpos && (window == 0 || qpos - kpos < window));
-        scores[s] = allowed ? dot_product(keys + s * Dh, q, Dh) * inv_sqrt : -std::numeric_limits<float>::infinity();
-        top = std::max(top, scores[s]);
+        return s == slot || (row.valid[s] && kpos <= qpos && (window == 0 || qpos - kpos < window));
+      };
+      float top = -std::numeric_limits<float>::infinity();
+      for (int64_t s = 0; s <= slot;) {  // scores of each run of allowed keys, in one call
+        if (!allowed(s)) {
+          ++s;
+          continue;
+        }
+        int64_t end = s + 1;
+        while (end <= slot && allowed(end)) ++end;
+        dot_products(keys + s * Dh, end - s, Dh, q, scores.data() + s);
+        for (int64_t t = s; t < end; ++t) top = std::max(top, scores[t] *= inv_sqrt);
+        runs.emplace_back(s, end);
+        s = end;
       }
       float* y = attn_.data() + b * H * Dh + h * Dh;
       std::fill(y, y + Dh, 0.0f);
       float total = 0;
-      for (int64_t s = 0; s <= slot; ++s) {
-        if (scores[s] == -std::numeric_limits<float>::infinity()) continue;
-        const float p = std::exp(scores[s] - top);
-        total += p;
-        const float* v = values + s * Dh;
-        for (int64_t j = 0; j < Dh; ++j) y[j] += p * v[j];
+      for (const auto& [begin, end] : runs) {
+        for (int64_t s = begin; s < end; ++s) total += scores[s] = std::exp(scores[s] - top);
+        weighted_row_sum(values + begin * Dh, end - begin, Dh, scores.data() + begin, y);
       }
       const float gate =
           (paper_block() ? sigmoid(proj_[b * proj + (H + 2 * Hkv) * Dh + h]) : 1.0f) / total;  // per-head output gate

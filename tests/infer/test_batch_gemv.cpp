@@ -1,6 +1,9 @@
 // batch_invariant_linear: a row's product is the same bits in any batch, and equals the matmul.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include <torch/torch.h>
 
 #include "fbt/infer/batch_gemv.h"
@@ -75,6 +78,49 @@ TEST(BatchGemv, StackedPartsAreTheSameBitsAsOneCallPerPart) {
     }
     EXPECT_TRUE(torch::equal(stacked, separate)) << "B " << B;
     EXPECT_LT((stacked - torch::mm(x, torch::cat(weights, 0).t())).abs().max().item<float>(), 1e-4) << "B " << B;
+  }
+}
+
+// dot_products (attention's scores) is batch_invariant_linear at B = 1, bit for bit, for every
+// remainder of its four-row tiles and K below, at and past one block of 16 lanes.
+TEST(BatchGemv, DotProductsAreTheLinearsRowsBitForBit) {
+  for (auto [K, n] : {std::pair<int64_t, int64_t>{5, 3}, {16, 4}, {64, 129}, {100, 7}, {64, 1}}) {
+    torch::manual_seed(K + n);
+    auto rows = torch::randn({n, K});
+    auto x = torch::randn({K});
+    auto dots = torch::empty({n}), linear = torch::empty({n});
+    dot_products(rows.data_ptr<float>(), n, K, x.data_ptr<float>(), dots.data_ptr<float>());
+    batch_invariant_linear(x.data_ptr<float>(), 1, K, rows.data_ptr<float>(), n, linear.data_ptr<float>(), n);
+    EXPECT_TRUE(torch::equal(dots, linear)) << "K " << K << " n " << n;
+  }
+}
+
+// weighted_row_sum: each y[j] is the scalar chain y = fma(w_i, r_i[j], y) over i in order, rows of
+// weight 0 skipped even when they hold NaN, added to y's values; two calls over the halves of the
+// rows are the same bits as one over all of them (attention calls it once per run of allowed keys).
+TEST(BatchGemv, WeightedRowSumIsOneFmaChainPerColumn) {
+  for (auto [K, n] : {std::pair<int64_t, int64_t>{5, 3}, {64, 130}, {100, 9}, {16, 1}, {200, 33}}) {
+    torch::manual_seed(K * 7 + n);
+    auto rows = torch::randn({n, K});
+    auto weights = torch::rand({n});
+    weights[n / 2] = 0.0f;
+    rows[n / 2].fill_(std::numeric_limits<float>::quiet_NaN());
+    auto start = torch::randn({K});
+    const float* r = rows.data_ptr<float>();
+    const float* w = weights.data_ptr<float>();
+    auto expected = start.clone();
+    float* e = expected.data_ptr<float>();
+    for (int64_t j = 0; j < K; ++j)
+      for (int64_t i = 0; i < n; ++i)
+        if (i != n / 2) e[j] = std::fma(w[i], r[i * K + j], e[j]);
+    auto once = start.clone(), halves = start.clone();
+    weighted_row_sum(r, n, K, w, once.data_ptr<float>());
+    const int64_t half = (n + 1) / 2;
+    weighted_row_sum(r, half, K, w, halves.data_ptr<float>());
+    weighted_row_sum(r + half * K, n - half, K, w + half, halves.data_ptr<float>());
+    const std::string where = "K " + std::to_string(K) + " n " + std::to_string(n);
+    EXPECT_TRUE(torch::equal(once, expected)) << where;
+    EXPECT_TRUE(torch::equal(halves, expected)) << where;
   }
 }
 

@@ -34,10 +34,19 @@ struct WeightPart {
 void batch_invariant_linear(const float* x, int64_t B, int64_t K, const std::vector<WeightPart>& parts, float* y,
                             int64_t ldy);
 
-/// Σ_i a[i]·b[i] over n floats: one of batch_invariant_linear's dot products (the same kernel,
-/// summation order and rounding), on the calling thread. For short products inside other loops
-/// (attention scores: a query head against a key, n = head size).
-float dot_product(const float* a, const float* b, int64_t n);
+/// out[i] = Σ_k rows[i·K + k]·x[k] for i < n: batch_invariant_linear of x against the n rows [n, K]
+/// (row-major) at B = 1, the same bits, on the calling thread (attention's scores: a query head
+/// against n cached keys, K = head size). With AVX-512, tiles of four rows keep four independent
+/// chains in flight (short rows from cache: the chains' latency, not the reads, is the bound).
+void dot_products(const float* rows, int64_t n, int64_t K, const float* x, float* out);
+
+/// y[j] += Σ_i weights[i]·rows[i·K + j] for j < K, over the n rows [n, K] (row-major) whose weight
+/// is not 0 (rows with weight 0 are skipped, so they may hold anything, NaN included): for each j
+/// one fused multiply-add chain in increasing i, y[j] = fma(weights[i], rows[i·K + j], y[j]), the
+/// same bits on every ISA (std::fma in the portable code). On the calling thread. Attention's output:
+/// softmax weights against the cached values, one call per run of allowed keys giving the same bits
+/// as one call over all of them.
+void weighted_row_sum(const float* rows, int64_t n, int64_t K, const float* weights, float* y);
 
 /// The number of threads at::parallel_for actually runs on in the decode kernels' translation
 /// units (the fewest of batch_gemv.cpp's, gemm_linear.cpp's and quant_gemv.cpp's): torch::get_num_threads() when they
