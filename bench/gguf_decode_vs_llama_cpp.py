@@ -10,7 +10,7 @@ tokens/s of its timing line. llama.cpp decodes the file itself: `llama-bench -m 
 medians and the fbt / llama.cpp ratio with its min–max over the repetitions.
 
 Build llama-bench as bench/vs_llama_cpp.py says. Usage:
-  bench/gguf_decode_vs_llama_cpp.py --gguf FILE --llama-cpp DIR [--fbt build/fbt] [--weights int4]
+  bench/gguf_decode_vs_llama_cpp.py --gguf FILE --llama-cpp DIR [--llama-build DIR/build] [--fbt build/fbt] [--weights int4]
                                     [--threads 1] [--reps 5]
 """
 import argparse
@@ -48,7 +48,7 @@ def fbt_tokens_per_s(a, run_dir):
 
 
 def llama_tokens_per_s(a):
-    bench = os.path.join(a.llama_cpp, "build", "bin", "llama-bench")
+    bench = os.path.join(a.llama_build or os.path.join(a.llama_cpp, "build"), "bin", "llama-bench")
     p = run(pinned([bench, "-m", a.gguf, "-p", "0", "-n", str(NEW_TOKENS), "-t", str(a.threads), "-r", "1",
                     "-o", "json"], a.threads))
     return json.loads(p.stdout)[0]["avg_ts"]
@@ -58,6 +58,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gguf", required=True)
     ap.add_argument("--llama-cpp", required=True, help="llama.cpp source dir, built into DIR/build")
+    ap.add_argument("--llama-build", default="",
+                    help="llama.cpp's build dir if not DIR/build (e.g. one built without AMX where the VM forbids it)")
     ap.add_argument("--fbt", default=os.path.join(HERE, "..", "build", "fbt"))
     ap.add_argument("--weights", default="int4", choices=["int4", "int8"])
     ap.add_argument("--threads", type=int, default=1)
