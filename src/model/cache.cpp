@@ -1,6 +1,9 @@
 // KVCache and Layout: slot bookkeeping for cached decoding with left-padded batches.
 #include "fbt/model/cache.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "fbt/util/error.h"
 
 namespace fbt {
@@ -46,11 +49,25 @@ int64_t KVCache::reserve(const Layout& layout) {
   }
   check_room(T);
   const int64_t first = length;
-  slot_pos.narrow(1, first, T).copy_(layout.positions.expand({batch(), T}));
-  if (layout.valid.defined())
-    slot_valid.narrow(1, first, T).copy_(layout.valid);
-  else
-    slot_valid.narrow(1, first, T).fill_(true);
+  const auto& positions = layout.positions;
+  if (slot_pos.is_cpu() && positions.is_cpu() && positions.scalar_type() == torch::kLong && positions.is_contiguous() &&
+      (positions.size(0) == 1 || positions.size(0) == batch()) && !layout.valid.defined()) {
+    // A CPU decode step's few values in plain loops: each ATen op would cost more in dispatch.
+    const int64_t* from = positions.data_ptr<int64_t>();
+    const int64_t row_stride = positions.size(0) == 1 ? 0 : T;
+    int64_t* pos = slot_pos.data_ptr<int64_t>() + first;
+    bool* valid = slot_valid.data_ptr<bool>() + first;
+    for (int64_t b = 0; b < batch(); ++b) {
+      std::copy_n(from + b * row_stride, T, pos + b * capacity());
+      std::fill_n(valid + b * capacity(), T, true);
+    }
+  } else {
+    slot_pos.narrow(1, first, T).copy_(positions.expand({batch(), T}));
+    if (layout.valid.defined())
+      slot_valid.narrow(1, first, T).copy_(layout.valid);
+    else
+      slot_valid.narrow(1, first, T).fill_(true);
+  }
   length += T;
   return first;
 }
@@ -79,6 +96,15 @@ void KVCache::advance(const torch::Tensor& h, const torch::Tensor& tokens, const
 
 void KVCache::advance_step(const torch::Tensor& h, const torch::Tensor& tokens) {
   check_carried(h, tokens);
+  if (h_prev_.is_cpu() && h.is_cpu() && h.scalar_type() == h_prev_.scalar_type() && h.is_contiguous() &&
+      tokens.is_cpu() && tokens.scalar_type() == torch::kLong && tokens.is_contiguous()) {
+    // As reserve: plain copies for a CPU cache (the tensors keep their addresses either way).
+    std::memmove(h_prev_.data_ptr(), h.data_ptr(), h.nbytes());
+    std::copy_n(tokens.data_ptr<int64_t>(), batch(), last_token_.data_ptr<int64_t>());
+    int64_t* next = next_pos_.data_ptr<int64_t>();
+    for (int64_t b = 0; b < batch(); ++b) ++next[b];
+    return;
+  }
   h_prev_.copy_(h);
   last_token_.copy_(tokens.reshape({-1}));
   next_pos_.add_(1);
