@@ -14,6 +14,7 @@
 #include "fbt/infer/batch_gemv.h"
 #include "fbt/infer/gemm_linear.h"
 #include "fbt/infer/parallel_probe.h"
+#include "fbt/infer/sigmoid.h"
 #include "fbt/util/cpu_allocator.h"
 #include "fbt/util/cpu_features.h"
 #include "fbt/util/error.h"
@@ -47,8 +48,6 @@ void rms_norm(const float* x, const float* g, int64_t n, double eps, float* out)
   const float r = float(1.0 / std::sqrt(sum_sq / double(n) + eps));
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * r * g[i];
 }
-
-float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
 /// Rotate-half RoPE of one head vector v [Dh] by the angles of its position: cos_sin [Dh] holds
 /// cos(pos · inv_freq[i]) for i < Dh/2, then the sines.
@@ -358,8 +357,9 @@ void CpuDecoder::attend(int64_t layer, const std::vector<RowCache>& rows) {
         for (int64_t s = begin; s < end; ++s) total += scores[s] = std::exp(scores[s] - top);
         weighted_row_sum(values + begin * Dh, end - begin, Dh, scores.data() + begin, y);
       }
-      const float gate =
-          (paper_block() ? sigmoid(proj_[b * proj + (H + 2 * Hkv) * Dh + h]) : 1.0f) / total;  // per-head output gate
+      float gate = 1.0f;  // the per-head output gate
+      if (paper_block()) sigmoid(proj_.data() + b * proj + (H + 2 * Hkv) * Dh + h, 1, &gate);
+      gate /= total;
       for (int64_t j = 0; j < Dh; ++j) y[j] *= gate;
     }
   });
@@ -558,8 +558,10 @@ void CpuDecoder::forward(const int64_t* tok, const std::vector<char>& plain, con
     for_rows(B, D, [&](int64_t b) {
       if (plain[b]) return;
       float* g = fused_a_.data() + b * D;
+      float* gate = fused_b_.data() + b * D;
+      sigmoid(gate, D, gate);
       for (int64_t i = 0; i < D; ++i) {
-        g[i] *= sigmoid(fused_b_[b * D + i]);
+        g[i] *= gate[i];
         if (config_.fusion == Fusion::GluPlusToken) g[i] += e_n_[b * D + i];
       }
       float* x = x_.data() + b * D;  // holds the plain input
@@ -615,7 +617,9 @@ void CpuDecoder::forward(const int64_t* tok, const std::vector<char>& plain, con
     linear(a_.data(), B, L.gate_up, gate_up_.data());
     for_rows(B, 4 * F, [&](int64_t b) {  // (an exp per value)
       const float* gu = gate_up_.data() + b * 2 * F;
-      for (int64_t i = 0; i < F; ++i) act_[b * F + i] = gu[i] * sigmoid(gu[i]) * gu[F + i];
+      float* act = act_.data() + b * F;
+      sigmoid(gu, F, act);
+      for (int64_t i = 0; i < F; ++i) act[i] = gu[i] * act[i] * gu[F + i];
     });
     linear(act_.data(), B, L.w_down, branch_.data());
     add_branch(L.mlp_norm_out, B);
