@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: install, build, prepare a real corpus, train the `small` FBT with K-pass batches
-# for about 10 minutes on CPU, then compare standard vs fused validation loss and generate a
+# for about 5 minutes on a 2-core CPU, then compare standard vs fused validation loss and generate a
 # sample in each decoding mode.
 #
 # Pass schedule: K=2 (88%) / K=3 (12%) on every step with prefix mixin on 30% of sequences and
