@@ -223,14 +223,28 @@ Isa isa() {
   return chosen;
 }
 
+/// The rows kernel of this CPU: AVX-512's tiles of 4 weight rows where `tiles` (several inputs, or
+/// short rows from cache), else one row at a time (a batch-1 stream from memory; AVX2, portable).
+RowsFn rows_kernel(bool tiles) {
+  return isa() == Isa::Avx512 && tiles ? rows_avx512 : isa() == Isa::Portable ? rows_portable : rows_avx2;
+}
+
 }  // namespace
 
 void dot_products(const float* rows, int64_t n, int64_t K, const float* x, float* out) {
-  const RowsFn kernel = isa() == Isa::Avx512 ? rows_avx512 : isa() == Isa::Avx2 ? rows_avx2 : rows_portable;
-  kernel(x, 1, K, rows, 1, out, 0, n);
+  rows_kernel(/*tiles=*/true)(x, 1, K, rows, 1, out, 0, n);
 }
 
 namespace {
+
+/// Columns [j0, K) of weighted_row_sum, one std::fma at a time (the portable code, and the SIMD
+/// kernels' last columns).
+inline void weighted_columns_scalar(const float* rows, int64_t n, int64_t K, const float* weights, float* y,
+                                    int64_t j0) {
+  for (int64_t j = j0; j < K; ++j)
+    for (int64_t i = 0; i < n; ++i)
+      if (weights[i] != 0.0f) y[j] = std::fma(weights[i], rows[i * K + j], y[j]);
+}
 
 /// Columns [0, 8·A) of weighted_row_sum (rows and y already offset to the block) in A 8-lane chains.
 template <int A>
@@ -255,18 +269,14 @@ __attribute__((target("avx2,fma"))) void weighted_row_sum_avx2(const float* rows
   int64_t j = 0;
   for (; j + 64 <= K; j += 64) weighted_columns_avx2<8>(rows + j, n, K, weights, y + j);
   for (; j + 8 <= K; j += 8) weighted_columns_avx2<1>(rows + j, n, K, weights, y + j);
-  for (; j < K; ++j)
-    for (int64_t i = 0; i < n; ++i)
-      if (weights[i] != 0.0f) y[j] = std::fma(weights[i], rows[i * K + j], y[j]);
+  weighted_columns_scalar(rows, n, K, weights, y, j);
 }
 
 }  // namespace
 
 void weighted_row_sum(const float* rows, int64_t n, int64_t K, const float* weights, float* y) {
   if (isa() != Isa::Portable) return weighted_row_sum_avx2(rows, n, K, weights, y);
-  for (int64_t i = 0; i < n; ++i)
-    if (weights[i] != 0.0f)
-      for (int64_t j = 0; j < K; ++j) y[j] = std::fma(weights[i], rows[i * K + j], y[j]);
+  weighted_columns_scalar(rows, n, K, weights, y, 0);
 }
 
 namespace {
@@ -280,9 +290,7 @@ void linear_of_parts(const float* x, int64_t B, int64_t K, const WeightPart* par
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(K, 1));
   // The SIMD kernels' dot products round alike (the same lanes, order and fused steps), so the
   // choice by B keeps every row's bits; so does the grouping of rows into tiles.
-  const RowsFn kernel = isa() == Isa::Avx512 && B > 1 ? rows_avx512
-                        : isa() == Isa::Portable      ? rows_portable
-                                                      : rows_avx2;
+  const RowsFn kernel = rows_kernel(/*tiles=*/B > 1);
   at::parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) {
     int64_t first = 0;  // the stacked row where this part starts
     for (size_t i = 0; i < n_parts; ++i) {
