@@ -1,5 +1,6 @@
-// QuantMatrix and quant_linear (include/fbt/infer/quant_gemv.h): ggml's Q8_0 and Q4_0 block formats
-// and a matrix-vector product that streams each weight row once per group of input rows.
+// QuantMatrix and quant_linear (include/fbt/infer/quant_gemv.h): ggml's block formats and a
+// matrix-vector product that streams each weight row once per group of input rows; the kernels of
+// the 32-value formats (Q8_0, Q4_0, Q5_0) here, the K formats' in quant_gemv_k.cpp.
 #include "fbt/infer/quant_gemv.h"
 
 #include <immintrin.h>
@@ -15,6 +16,7 @@
 #include "fbt/io/gguf_quants.h"
 #include "fbt/util/cpu_features.h"
 #include "fbt/util/error.h"
+#include "quant_kernel.h"
 
 namespace fbt {
 namespace {
@@ -25,10 +27,31 @@ constexpr int64_t kScaleBytes = 2;  // the fp16 d before every block's values
 /// ahead; without it four rows read side by side defeat the hardware prefetcher (~3× slower, measured).
 constexpr int64_t kPrefetchAhead = 256;
 
-uint32_t ggml_type(QuantFormat format) { return format == QuantFormat::Q8_0 ? kGgmlQ8_0 : kGgmlQ4_0; }
+using Inputs = detail::QuantInputs;
+using detail::reduce8;
 
 constexpr int64_t block_bytes_of(QuantFormat format) {
-  return kScaleBytes + (format == QuantFormat::Q8_0 ? kBlock : kBlock / 2);
+  switch (format) {
+    case QuantFormat::Q8_0: return kScaleBytes + kBlock;
+    case QuantFormat::Q4_0: return kScaleBytes + kBlock / 2;
+    case QuantFormat::Q5_0: return kScaleBytes + 4 + kBlock / 2;
+    case QuantFormat::Q4_K: return 144;
+    case QuantFormat::Q6_K: return 210;
+  }
+  return 0;
+}
+
+/// The offset of the unsigned values of Q4_0 (8) and Q5_0 (16): the weight is d·(q − centre).
+constexpr int centre_of(QuantFormat format) {
+  return format == QuantFormat::Q4_0 ? 8 : format == QuantFormat::Q5_0 ? 16 : 0;
+}
+
+/// The fifth bits of a Q5_0 block (bit j: value j) as 0x10 in byte j of a register.
+__attribute__((target("avx2,fma,f16c"))) inline __m256i q5_high_bits(uint32_t qh) {
+  const __m256i byte_of_bit = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
+  const __m256i bit_in_byte = _mm256_set1_epi64x(int64_t(0x8040201008040201));
+  const __m256i bits = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(int32_t(qh)), byte_of_bit), bit_in_byte);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(bits, bit_in_byte), _mm256_set1_epi8(0x10));
 }
 
 uint16_t fp16_bits_at(const uint8_t* p) {
@@ -78,34 +101,24 @@ float quantize_block_q4(const float* v, uint8_t* qs) {
   return d;
 }
 
-/// The input rows of one product: fp32 x [B, K], and for Int8 activations their Q8_0 blocks.
-struct Inputs {
-  const float* x;
-  const int8_t* xq;   ///< [B, K]
-  const float* dx;    ///< [B, K/32], fp32 scales
-  const int32_t* sx;  ///< [B, K/32], Σ of each block's 32 int8 values (Q4_0 only: its offset of 8, below)
-  int64_t K;
-};
-
-/// Adds 8 partial sums pairwise (4+4, 2+2, 1+1).
-inline float reduce8(float* a) {
-  for (int half = 4; half >= 1; half /= 2)
-    for (int j = 0; j < half; ++j) a[j] += a[j + half];
-  return a[0];
-}
-
 // ---- Portable kernel: block i goes to partial sum i mod 8. ----
 
-/// The 32 values of a weight block as int8 (Q4_0: q − 8).
+/// The 32 values of a weight block as int8 (Q4_0: q − 8; Q5_0: q − 16, bit 4 of q_j bit j of qh).
 void unpack_block(QuantFormat format, const uint8_t* block, int8_t* q) {
   const uint8_t* v = block + kScaleBytes;
   if (format == QuantFormat::Q8_0) {
     std::memcpy(q, v, kBlock);
     return;
   }
+  uint32_t qh = 0;
+  if (format == QuantFormat::Q5_0) {
+    std::memcpy(&qh, v, sizeof qh);
+    v += sizeof qh;
+  }
+  const int centre = centre_of(format);
   for (int64_t j = 0; j < kBlock / 2; ++j) {
-    q[j] = int8_t((v[j] & 0x0F) - 8);
-    q[j + kBlock / 2] = int8_t((v[j] >> 4) - 8);
+    q[j] = int8_t(((v[j] & 0x0F) | ((qh >> j & 1) << 4)) - centre);
+    q[j + kBlock / 2] = int8_t(((v[j] >> 4) | ((qh >> (j + 16) & 1) << 4)) - centre);
   }
 }
 
@@ -134,31 +147,37 @@ float dot_portable(const QuantMatrix& W, int64_t n, const Inputs& in, int64_t b,
   return reduce8(acc);
 }
 
-void rows_portable(const QuantMatrix& W, const Inputs& in, int64_t B, float* y, int64_t n0, int64_t n1,
+void rows_portable(const QuantMatrix& W, const Inputs& in, int64_t B, float* y, int64_t ldy, int64_t n0, int64_t n1,
                    Q8Activations act) {
   for (int64_t n = n0; n < n1; ++n)
-    for (int64_t b = 0; b < B; ++b) y[b * W.rows() + n] = dot_portable(W, n, in, b, act);
+    for (int64_t b = 0; b < B; ++b) y[b * ldy + n] = dot_portable(W, n, in, b, act);
 }
 
 // ---- AVX2 kernel: 8 partial sums per dot product in one register. ----
 
-/// The 32 values of a Q8_0 weight block (int8) or a Q4_0 one (its nibbles q, 0..15, unsigned:
-/// the value is q − 8) in one register.
+/// The 32 values of a Q8_0 weight block (int8), a Q4_0 one (its nibbles q, 0..15, unsigned: the
+/// value is q − 8) or a Q5_0 one (q, 0..31: the value is q − 16) in one register.
 template <QuantFormat F>
 __attribute__((target("avx2,fma,f16c"))) inline __m256i load_block(const uint8_t* block) {
   if constexpr (F == QuantFormat::Q8_0) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kScaleBytes));
   } else {
-    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kScaleBytes));
+    const uint8_t* v = block + kScaleBytes + (F == QuantFormat::Q5_0 ? 4 : 0);
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(v));
     const __m128i nibble = _mm_set1_epi8(0x0F);
     const __m128i low = _mm_and_si128(packed, nibble), high = _mm_and_si128(_mm_srli_epi16(packed, 4), nibble);
-    return _mm256_set_m128i(high, low);
+    const __m256i q = _mm256_set_m128i(high, low);
+    if constexpr (F == QuantFormat::Q4_0) return q;
+    uint32_t qh;
+    std::memcpy(&qh, block + kScaleBytes, sizeof qh);
+    return _mm256_or_si256(q, q5_high_bits(qh));
   }
 }
 
 /// block_dot_i8's 8 int32 sums in one instruction (vpdpbusd: unsigned bytes × signed bytes, each
 /// group of 4 added to an int32 lane, exactly), the same sums of the same groups as maddubs + madd:
-/// Q8_0 |w| against sign(w)·x, Q4_0 the nibbles against x added to −8Σx (`offset`, lane 0).
+/// Q8_0 |w| against sign(w)·x, Q4_0 / Q5_0 the unsigned q against x added to −8Σx / −16Σx
+/// (`offset`, lane 0).
 template <QuantFormat F>
 __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"))) inline __m256i block_sums_vnni(__m256i wv,
                                                                                                     __m256i xv,
@@ -171,8 +190,8 @@ __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"))) inline __m2
 
 /// A weight block wv (load_block) against an int8 input block xv: 8 int32 sums of 4 products each
 /// (their total is the block's exact dot product), as floats. Q8_0: maddubs of |w| and sign(w)·x
-/// (cannot saturate: |q| ≤ 127, so 2·127² < 2¹⁵). Q4_0: maddubs of the unsigned nibbles and x
-/// (2·15·127 < 2¹⁵), less 8·Σx (`offset`, in lane 0 only): Σ(q − 8)x = Σqx − 8Σx, exactly.
+/// (cannot saturate: |q| ≤ 127, so 2·127² < 2¹⁵). Q4_0 / Q5_0: maddubs of the unsigned q and x
+/// (2·31·127 < 2¹⁵), less 8·Σx / 16·Σx (`offset`, in lane 0 only): Σ(q − 8)x = Σqx − 8Σx, exactly.
 template <QuantFormat F, bool VNNI>
 __attribute__((target("avx2,fma,f16c"))) inline __m256 block_dot_i8(__m256i wv, __m256i xv, __m256i offset) {
   __m256i sums;
@@ -185,7 +204,7 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256 block_dot_i8(__m256i wv, 
     else
       pairs = _mm256_maddubs_epi16(wv, xv);
     sums = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-    if constexpr (F == QuantFormat::Q4_0) sums = _mm256_sub_epi32(sums, offset);
+    if constexpr (F != QuantFormat::Q8_0) sums = _mm256_sub_epi32(sums, offset);
   }
   return _mm256_cvtepi32_ps(sums);
 }
@@ -198,7 +217,7 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256 widen8(__m128i v) {
 /// A weight block wv (load_block) against 32 fp32 inputs: 8 partial sums.
 template <QuantFormat F>
 __attribute__((target("avx2,fma,f16c"))) inline __m256 block_dot_f32(__m256i wv, const float* x) {
-  if constexpr (F == QuantFormat::Q4_0) wv = _mm256_sub_epi8(wv, _mm256_set1_epi8(8));
+  if constexpr (F != QuantFormat::Q8_0) wv = _mm256_sub_epi8(wv, _mm256_set1_epi8(centre_of(F)));
   const __m128i lo = _mm256_castsi256_si128(wv), hi = _mm256_extracti128_si256(wv, 1);
   __m256 s = _mm256_mul_ps(widen8(lo), _mm256_loadu_ps(x));
   s = _mm256_fmadd_ps(widen8(_mm_srli_si128(lo, 8)), _mm256_loadu_ps(x + 8), s);
@@ -213,7 +232,7 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256 block_dot_f32(__m256i wv,
 /// share each input block's loads; the next tile's rows (contiguous) are prefetched as one stream.
 template <int NR, int BC, Q8Activations ACT, QuantFormat F, bool VNNI>
 __attribute__((target("avx2,fma,f16c"))) inline void tile_avx2(const QuantMatrix& W, int64_t n, const Inputs& in,
-                                                               int64_t b0, float* y) {
+                                                               int64_t b0, float* y, int64_t ldy) {
   const int64_t K = in.K, nb = K / kBlock, bb = block_bytes_of(F);
   const uint8_t* rows = W.block(n, 0);  // NR rows of nb blocks, contiguous
   __m256 even[NR][BC], odd[NR][BC];
@@ -225,13 +244,14 @@ __attribute__((target("avx2,fma,f16c"))) inline void tile_avx2(const QuantMatrix
       const uint8_t* ahead = rows + NR * nb * bb + NR * ib * bb + kPrefetchAhead;  // the NR blocks of this step
       for (int64_t at = 0; at < NR * bb; at += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + at), _MM_HINT_T0);
     }
-    __m256i xv[BC], offset[BC]{};  // offset: Q4_0 only
+    __m256i xv[BC], offset[BC]{};  // offset: Q4_0 and Q5_0 only
     float dx[BC];
     for (int c = 0; c < BC; ++c) {
       const int64_t at = (b0 + c) * nb + ib;
       if constexpr (ACT == Q8Activations::Int8) {
         xv[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in.xq + at * kBlock));
-        if constexpr (F == QuantFormat::Q4_0) offset[c] = _mm256_setr_epi32(8 * in.sx[at], 0, 0, 0, 0, 0, 0, 0);
+        if constexpr (F != QuantFormat::Q8_0)
+          offset[c] = _mm256_setr_epi32(centre_of(F) * in.sx[at], 0, 0, 0, 0, 0, 0, 0);
         dx[c] = in.dx[at];
       }
     }
@@ -261,17 +281,17 @@ __attribute__((target("avx2,fma,f16c"))) inline void tile_avx2(const QuantMatrix
     for (int c = 0; c < BC; ++c) {
       alignas(32) float a[8];
       _mm256_store_ps(a, _mm256_add_ps(even[r][c], odd[r][c]));
-      y[(b0 + c) * W.rows() + n + r] = reduce8(a);
+      y[(b0 + c) * ldy + n + r] = reduce8(a);
     }
 }
 
 /// The rows n0..n1 of y for the BC input rows b0..: NR weight rows at a time, then single rows.
 template <int NR, int BC, Q8Activations ACT, QuantFormat F, bool VNNI>
 __attribute__((target("avx2,fma,f16c"))) inline void group_avx2(const QuantMatrix& W, const Inputs& in, int64_t b0,
-                                                                float* y, int64_t n0, int64_t n1) {
+                                                                float* y, int64_t ldy, int64_t n0, int64_t n1) {
   int64_t n = n0;
-  for (; n + NR <= n1; n += NR) tile_avx2<NR, BC, ACT, F, VNNI>(W, n, in, b0, y);
-  for (; n < n1; ++n) tile_avx2<1, BC, ACT, F, VNNI>(W, n, in, b0, y);
+  for (; n + NR <= n1; n += NR) tile_avx2<NR, BC, ACT, F, VNNI>(W, n, in, b0, y, ldy);
+  for (; n < n1; ++n) tile_avx2<1, BC, ACT, F, VNNI>(W, n, in, b0, y, ldy);
 }
 
 /// At batch 1 tiles of four weight rows (sharing the input's loads and offset: Q4_0 +5–30%, Q8_0
@@ -279,30 +299,28 @@ __attribute__((target("avx2,fma,f16c"))) inline void group_avx2(const QuantMatri
 /// products' two chains).
 template <Q8Activations ACT, QuantFormat F, bool VNNI>
 __attribute__((target("avx2,fma,f16c"))) inline void rows_tiled(const QuantMatrix& W, const Inputs& in, int64_t B,
-                                                                float* y, int64_t n0, int64_t n1) {
-  if (B == 1) return group_avx2<4, 1, ACT, F, VNNI>(W, in, 0, y, n0, n1);
+                                                                float* y, int64_t ldy, int64_t n0, int64_t n1) {
+  if (B == 1) return group_avx2<4, 1, ACT, F, VNNI>(W, in, 0, y, ldy, n0, n1);
   int64_t b = 0;
-  for (; b + 4 <= B; b += 4) group_avx2<1, 4, ACT, F, VNNI>(W, in, b, y, n0, n1);
-  if (b + 2 <= B) group_avx2<1, 2, ACT, F, VNNI>(W, in, b, y, n0, n1), b += 2;
-  if (b < B) group_avx2<1, 1, ACT, F, VNNI>(W, in, b, y, n0, n1);
+  for (; b + 4 <= B; b += 4) group_avx2<1, 4, ACT, F, VNNI>(W, in, b, y, ldy, n0, n1);
+  if (b + 2 <= B) group_avx2<1, 2, ACT, F, VNNI>(W, in, b, y, ldy, n0, n1), b += 2;
+  if (b < B) group_avx2<1, 1, ACT, F, VNNI>(W, in, b, y, ldy, n0, n1);
 }
 
 // The entry points: `flatten` inlines the tiles into them, compiled for the entry's instructions.
 template <Q8Activations ACT, QuantFormat F>
 __attribute__((target("avx2,fma,f16c"), flatten)) void rows_avx2(const QuantMatrix& W, const Inputs& in, int64_t B,
-                                                                 float* y, int64_t n0, int64_t n1) {
-  rows_tiled<ACT, F, false>(W, in, B, y, n0, n1);
+                                                                 float* y, int64_t ldy, int64_t n0, int64_t n1) {
+  rows_tiled<ACT, F, false>(W, in, B, y, ldy, n0, n1);
 }
 /// Int8 activations with vpdpbusd (the same sums: the same bits as rows_avx2).
 template <QuantFormat F>
-__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"), flatten)) void rows_vnni(const QuantMatrix& W,
-                                                                                             const Inputs& in,
-                                                                                             int64_t B, float* y,
-                                                                                             int64_t n0, int64_t n1) {
-  rows_tiled<Q8Activations::Int8, F, true>(W, in, B, y, n0, n1);
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"), flatten)) void rows_vnni(
+    const QuantMatrix& W, const Inputs& in, int64_t B, float* y, int64_t ldy, int64_t n0, int64_t n1) {
+  rows_tiled<Q8Activations::Int8, F, true>(W, in, B, y, ldy, n0, n1);
 }
 
-using RowsFn = void (*)(const QuantMatrix&, const Inputs&, int64_t, float*, int64_t, int64_t);
+using RowsFn = detail::QuantRowsFn;
 
 // ---- The Tiles8 layout with int8 activations: 8 weight rows' dot products per register. ----
 
@@ -406,7 +424,7 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256i tile8_sums_avx2(const Ti
 /// in order (dot_tiles8_portable's steps).
 template <int BC, QuantFormat F, bool VNNI>
 __attribute__((target("avx2,fma,f16c"))) inline void tile8_avx2(const QuantMatrix& W, int64_t t, const Inputs& in,
-                                                                int64_t b0, float* y) {
+                                                                int64_t b0, float* y, int64_t ldy) {
   const int64_t nb = in.K / kBlock, column_bytes = 8 * block_bytes_of(F);
   const uint8_t* tile = W.tile(t);
   __m256 acc[BC];
@@ -430,37 +448,35 @@ __attribute__((target("avx2,fma,f16c"))) inline void tile8_avx2(const QuantMatri
       acc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(in.dx[at])), acc[c]);
     }
   }
-  for (int c = 0; c < BC; ++c) _mm256_storeu_ps(y + (b0 + c) * W.rows() + 8 * t, acc[c]);
+  for (int c = 0; c < BC; ++c) _mm256_storeu_ps(y + (b0 + c) * ldy + 8 * t, acc[c]);
 }
 
 /// Tiles t0..t1 against all B input rows: per tile, the inputs in groups of 4, 2, 1 (the tile's
 /// blocks stay in L1 across them).
 template <QuantFormat F, bool VNNI>
 __attribute__((target("avx2,fma,f16c"))) inline void tiles8_rows(const QuantMatrix& W, const Inputs& in, int64_t B,
-                                                                 float* y, int64_t t0, int64_t t1) {
+                                                                 float* y, int64_t ldy, int64_t t0, int64_t t1) {
   for (int64_t t = t0; t < t1; ++t) {
     int64_t b = 0;
-    for (; b + 4 <= B; b += 4) tile8_avx2<4, F, VNNI>(W, t, in, b, y);
-    if (b + 2 <= B) tile8_avx2<2, F, VNNI>(W, t, in, b, y), b += 2;
-    if (b < B) tile8_avx2<1, F, VNNI>(W, t, in, b, y);
+    for (; b + 4 <= B; b += 4) tile8_avx2<4, F, VNNI>(W, t, in, b, y, ldy);
+    if (b + 2 <= B) tile8_avx2<2, F, VNNI>(W, t, in, b, y, ldy), b += 2;
+    if (b < B) tile8_avx2<1, F, VNNI>(W, t, in, b, y, ldy);
   }
 }
 template <QuantFormat F>
 __attribute__((target("avx2,fma,f16c"), flatten)) void tiles8_avx2(const QuantMatrix& W, const Inputs& in, int64_t B,
-                                                                   float* y, int64_t t0, int64_t t1) {
-  tiles8_rows<F, false>(W, in, B, y, t0, t1);
+                                                                   float* y, int64_t ldy, int64_t t0, int64_t t1) {
+  tiles8_rows<F, false>(W, in, B, y, ldy, t0, t1);
 }
 template <QuantFormat F>
-__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"), flatten)) void tiles8_vnni(const QuantMatrix& W,
-                                                                                               const Inputs& in,
-                                                                                               int64_t B, float* y,
-                                                                                               int64_t t0, int64_t t1) {
-  tiles8_rows<F, true>(W, in, B, y, t0, t1);
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"), flatten)) void tiles8_vnni(
+    const QuantMatrix& W, const Inputs& in, int64_t B, float* y, int64_t ldy, int64_t t0, int64_t t1) {
+  tiles8_rows<F, true>(W, in, B, y, ldy, t0, t1);
 }
 
 /// quant_linear of a Tiles8 matrix: tiles split across the intra-op threads, the last N mod 8
 /// rows with the last tiles.
-void tiles8_linear(const QuantMatrix& W, const Inputs& in, int64_t B, float* y) {
+void tiles8_linear(const QuantMatrix& W, const Inputs& in, int64_t B, float* y, int64_t ldy) {
   const int64_t tiles = W.tiled_rows() / 8, N = W.rows();
   const bool q8 = W.format() == QuantFormat::Q8_0;
   RowsFn simd = nullptr;
@@ -471,46 +487,82 @@ void tiles8_linear(const QuantMatrix& W, const Inputs& in, int64_t B, float* y) 
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 13) / in.K);  // quant_linear's grain of rows / 8
   at::parallel_for(0, tiles + 1, grain, [&](int64_t t0, int64_t t1) {
     const int64_t last = std::min(t1, tiles);  // index `tiles` stands for the rows after the tiles
-    if (simd && t0 < last) simd(W, in, B, y, t0, last);
+    if (simd && t0 < last) simd(W, in, B, y, ldy, t0, last);
     const int64_t n0 = simd ? std::max(8 * t0, W.tiled_rows()) : 8 * t0, n1 = t1 > tiles ? N : 8 * last;
     for (int64_t n = n0; n < n1; ++n)
-      for (int64_t b = 0; b < B; ++b) y[b * N + n] = dot_tiles8_portable(W, n, in, b);
+      for (int64_t b = 0; b < B; ++b) y[b * ldy + n] = dot_tiles8_portable(W, n, in, b);
   });
 }
 
-/// The SIMD kernel of one weight format and activation kind (AVX-512 VNNI where the CPU has it and
-/// the activations are int8, else AVX2).
+/// The SIMD kernel of a 32-value format (Q8_0, Q4_0, Q5_0) and activation kind (AVX-512 VNNI
+/// where the CPU has it and the activations are int8, else AVX2).
+template <QuantFormat F>
+RowsFn simd_kernel_of(Q8Activations act) {
+  if (act == Q8Activations::Fp32) return rows_avx2<Q8Activations::Fp32, F>;
+  if (cpu_has_avx512_vnni()) return rows_vnni<F>;
+  return rows_avx2<Q8Activations::Int8, F>;
+}
 RowsFn simd_kernel(QuantFormat format, Q8Activations act) {
-  const bool q8 = format == QuantFormat::Q8_0;
-  if (act == Q8Activations::Fp32)
-    return q8 ? rows_avx2<Q8Activations::Fp32, QuantFormat::Q8_0> : rows_avx2<Q8Activations::Fp32, QuantFormat::Q4_0>;
-  if (cpu_has_avx512_vnni()) return q8 ? rows_vnni<QuantFormat::Q8_0> : rows_vnni<QuantFormat::Q4_0>;
-  return q8 ? rows_avx2<Q8Activations::Int8, QuantFormat::Q8_0> : rows_avx2<Q8Activations::Int8, QuantFormat::Q4_0>;
+  switch (format) {
+    case QuantFormat::Q8_0: return simd_kernel_of<QuantFormat::Q8_0>(act);
+    case QuantFormat::Q4_0: return simd_kernel_of<QuantFormat::Q4_0>(act);
+    case QuantFormat::Q5_0: return simd_kernel_of<QuantFormat::Q5_0>(act);
+    default: return act == Q8Activations::Int8 ? detail::k_quant_simd_kernel(format) : nullptr;
+  }
 }
 
 }  // namespace
 
-const char* quant_format_name(QuantFormat format) { return format == QuantFormat::Q8_0 ? "Q8_0" : "Q4_0"; }
+const char* quant_format_name(QuantFormat format) {
+  switch (format) {
+    case QuantFormat::Q8_0: return "Q8_0";
+    case QuantFormat::Q4_0: return "Q4_0";
+    case QuantFormat::Q5_0: return "Q5_0";
+    case QuantFormat::Q4_K: return "Q4_K";
+    case QuantFormat::Q6_K: return "Q6_K";
+  }
+  return "?";
+}
+
+uint32_t quant_format_ggml_type(QuantFormat format) {
+  switch (format) {
+    case QuantFormat::Q8_0: return kGgmlQ8_0;
+    case QuantFormat::Q4_0: return kGgmlQ4_0;
+    case QuantFormat::Q5_0: return kGgmlQ5_0;
+    case QuantFormat::Q4_K: return kGgmlQ4_K;
+    case QuantFormat::Q6_K: return kGgmlQ6_K;
+  }
+  return 0;
+}
+
+int64_t quant_block_values(QuantFormat format) {
+  return format == QuantFormat::Q4_K || format == QuantFormat::Q6_K ? 256 : kBlock;
+}
+
+bool quant_format_tiles(QuantFormat format) { return format == QuantFormat::Q8_0 || format == QuantFormat::Q4_0; }
 
 int64_t QuantMatrix::block_bytes() const { return block_bytes_of(format_); }
 
 const uint8_t* QuantMatrix::block(int64_t n, int64_t ib) const {
   if (n < tiled_rows()) throw Error("QuantMatrix::block: row " + std::to_string(n) + " lies in a tile of 8 rows");
-  return data_ + (n * (cols_ / kBlock) + ib) * block_bytes();  // the Tiles8 rest starts where the tiles end
+  return data_ + (n * (cols_ / block_values()) + ib) * block_bytes();  // the Tiles8 rest starts where the tiles end
 }
 
 void QuantMatrix::copy_block(int64_t n, int64_t ib, uint8_t* out) const {
   if (layout_ == QuantLayout::Rows)
     std::memcpy(out, block(n, ib), size_t(block_bytes()));
   else
-    untile8_block(ggml_type(format_), rows_, cols_, data_, n, ib, out);
+    untile8_block(quant_format_ggml_type(format_), rows_, cols_, data_, n, ib, out);
 }
 
 void QuantMatrix::move_to(uint8_t* destination, std::shared_ptr<uint8_t> owner, QuantLayout layout) {
   if (layout != layout_ && layout_ != QuantLayout::Rows)
     throw Error("QuantMatrix::move_to: blocks in tiles of 8 rows cannot go back to rows");
+  if (layout == QuantLayout::Tiles8 && !quant_format_tiles(format_))
+    throw Error(std::string("QuantMatrix::move_to: tiles of 8 rows hold Q8_0 or Q4_0 blocks, not ") +
+                quant_format_name(format_));
   std::memcpy(destination, data_, size_t(bytes_));
-  if (layout != layout_) tile8_blocks(ggml_type(format_), rows_, cols_, destination);
+  if (layout != layout_) tile8_blocks(quant_format_ggml_type(format_), rows_, cols_, destination);
   layout_ = layout;
   owner_ = std::move(owner);
   data_ = destination;
@@ -518,27 +570,33 @@ void QuantMatrix::move_to(uint8_t* destination, std::shared_ptr<uint8_t> owner, 
 
 QuantMatrix QuantMatrix::from_blocks(QuantFormat format, int64_t N, int64_t K, const uint8_t* data,
                                      std::shared_ptr<uint8_t> owner, QuantLayout layout) {
-  if (K <= 0 || K % kBlock != 0)
-    throw Error(std::string(quant_format_name(format)) + " needs rows of a positive multiple of 32 values (got " +
-                std::to_string(K) + ")");
+  const int64_t values = quant_block_values(format);
+  if (K <= 0 || K % values != 0)
+    throw Error(std::string(quant_format_name(format)) + " needs rows of a positive multiple of " +
+                std::to_string(values) + " values (got " + std::to_string(K) + ")");
+  if (layout == QuantLayout::Tiles8 && !quant_format_tiles(format))
+    throw Error(std::string("tiles of 8 rows hold Q8_0 or Q4_0 blocks, not ") + quant_format_name(format));
   QuantMatrix m;
   m.format_ = format;
   m.layout_ = layout;
   m.rows_ = N;
   m.cols_ = K;
-  m.bytes_ = N * K / kBlock * m.block_bytes();
+  m.bytes_ = N * (K / values) * m.block_bytes();
   m.owner_ = std::move(owner);
   m.data_ = const_cast<uint8_t*>(data);  // read only: move_to, the one writer, is not called on these
   return m;
 }
 
 QuantFormat QuantMatrix::format_named(const std::string& name, const std::string& origin) {
-  if (name == "Q8_0") return QuantFormat::Q8_0;
-  if (name == "Q4_0") return QuantFormat::Q4_0;
-  throw Error(origin + ": quantisation format \"" + name + "\" (expected Q8_0 or Q4_0)");
+  for (auto f : {QuantFormat::Q8_0, QuantFormat::Q4_0, QuantFormat::Q5_0, QuantFormat::Q4_K, QuantFormat::Q6_K})
+    if (name == quant_format_name(f)) return f;
+  throw Error(origin + ": quantisation format \"" + name + "\" (expected Q8_0, Q4_0, Q5_0, Q4_K or Q6_K)");
 }
 
 QuantMatrix QuantMatrix::quantize(QuantFormat format, const float* W, int64_t N, int64_t K) {
+  if (!quant_format_tiles(format))  // the formats fbt writes itself are those its tiles hold
+    throw Error(std::string("fbt quantises to Q8_0 and Q4_0, not ") + quant_format_name(format) +
+                " (whose blocks come from GGUF files)");
   const int64_t bytes = N * K / kBlock * block_bytes_of(format);
   std::shared_ptr<uint8_t> owner(new uint8_t[std::max<int64_t>(bytes, 1)], std::default_delete<uint8_t[]>());
   QuantMatrix m = from_blocks(format, N, K, owner.get(), owner);
@@ -555,23 +613,26 @@ QuantMatrix QuantMatrix::quantize(QuantFormat format, const float* W, int64_t N,
 }
 
 void QuantMatrix::dequantize_row(int64_t n, float* out) const {
-  if (n >= tiled_rows()) return dequantize_blocks(ggml_type(format_), block(n, 0), cols_, out);
+  const uint32_t type = quant_format_ggml_type(format_);
+  if (n >= tiled_rows()) return dequantize_blocks(type, block(n, 0), cols_, out);
   uint8_t b[block_bytes_of(QuantFormat::Q8_0)];
   for (int64_t ib = 0; ib < cols_ / kBlock; ++ib) {
     copy_block(n, ib, b);
-    dequantize_blocks(ggml_type(format_), b, kBlock, out + ib * kBlock);
+    dequantize_blocks(type, b, kBlock, out + ib * kBlock);
   }
 }
 
 int quant_kernel_threads() { return detail::parallel_for_threads_here(); }
 
-void quant_linear(const float* x, int64_t B, const QuantMatrix& W, float* y, Q8Activations act) {
+void quant_linear(const float* x, int64_t B, const QuantMatrix& W, float* y, Q8Activations act, int64_t ldy) {
   const int64_t K = W.cols(), nb = K / kBlock;
+  if (ldy == 0) ldy = W.rows();
   thread_local std::vector<int8_t> xq;
   thread_local std::vector<float> dx;
   thread_local std::vector<int32_t> sx;
   if (act == Q8Activations::Int8) {
-    const bool sums = W.format() == QuantFormat::Q4_0;  // Q4_0's offset (tile_avx2)
+    // Q4_0's and Q5_0's offsets (tile_avx2) and Q4_K's minimums need each block's Σxq.
+    const bool sums = W.format() != QuantFormat::Q8_0 && W.format() != QuantFormat::Q6_K;
     xq.resize(B * K);
     dx.resize(B * nb);
     sx.resize(sums ? B * nb : 0);
@@ -585,15 +646,18 @@ void quant_linear(const float* x, int64_t B, const QuantMatrix& W, float* y, Q8A
   const Inputs in{x, xq.data(), dx.data(), sx.data(), K};
   if (W.layout() == QuantLayout::Tiles8) {
     if (act != Q8Activations::Int8) throw Error("quant_linear: a matrix in tiles of 8 rows needs int8 activations");
-    return tiles8_linear(W, in, B, y);
+    return tiles8_linear(W, in, B, y, ldy);
   }
   const RowsFn simd = cpu_has_avx2() ? simd_kernel(W.format(), act) : nullptr;
+  const bool k_format = W.block_values() != kBlock;
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / K);  // ~64 KiB of Q8_0 weights per task
   at::parallel_for(0, W.rows(), grain, [&](int64_t n0, int64_t n1) {
     if (simd)
-      simd(W, in, B, y, n0, n1);
+      simd(W, in, B, y, ldy, n0, n1);
+    else if (k_format)
+      detail::dequantized_rows(W, in, B, y, ldy, n0, n1, act);
     else
-      rows_portable(W, in, B, y, n0, n1, act);
+      rows_portable(W, in, B, y, ldy, n0, n1, act);
   });
 }
 

@@ -29,14 +29,14 @@ enum : uint32_t {
   kF16 = 1,
   kQ4_0 = kGgmlQ4_0,
   kQ4_1 = 3,
-  kQ5_0 = 6,
+  kQ5_0 = kGgmlQ5_0,
   kQ5_1 = 7,
   kQ8_0 = kGgmlQ8_0,
   kQ2_K = 10,
   kQ3_K = 11,
-  kQ4_K = 12,
+  kQ4_K = kGgmlQ4_K,
   kQ5_K = 13,
-  kQ6_K = 14,
+  kQ6_K = kGgmlQ6_K,
   kQ8_K = 15,
   kBF16 = 30
 };

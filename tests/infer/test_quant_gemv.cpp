@@ -1,12 +1,16 @@
 // QuantMatrix and quant_linear: ggml's Q8_0 and Q4_0 block rules by hand, the product against the
-// double matmul of the dequantised weights, and a row's bits in any batch.
+// double matmul of the dequantised weights (for Q5_0, Q4_K and Q6_K blocks, gguf-py's values), and
+// a row's bits in any batch.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <random>
 
 #include <torch/torch.h>
 
 #include "fbt/infer/quant_gemv.h"
+#include "fbt/io/safetensors.h"
 #include "fbt/util/error.h"
 
 namespace fbt {
@@ -186,6 +190,98 @@ TEST(QuantGemv, EqualsTheMatmulOfTheDequantisedWeightsAndARowIsTheSameInAnyBatch
         }
       }
     }
+}
+
+/// An [N, K] matrix of `format` in the Rows layout and its values [N, K]: block i (row-major) is
+/// block i mod 3 of tests/fixtures/gguf/k_quant_blocks.safetensors (random bits, finite scales)
+/// with gguf-py's dequantisation of it as the values, or (`from_fixture` false) random bytes with
+/// fp16 scales of N(0, 0.05) at the format's scale offsets, the values dequantize_row's.
+std::pair<QuantMatrix, torch::Tensor> blocks_matrix(QuantFormat format, int64_t N, int64_t K, bool from_fixture) {
+  const auto probe = QuantMatrix::from_blocks(format, 1, quant_block_values(format), nullptr, nullptr);
+  const int64_t bb = probe.block_bytes(), values = probe.block_values(), blocks = N * K / values;
+  std::shared_ptr<uint8_t> memory(new uint8_t[blocks * bb], std::default_delete<uint8_t[]>());
+  auto W = torch::empty({N, K});
+  if (from_fixture) {
+    const auto file = std::filesystem::path(FBT_SOURCE_DIR) / "tests/fixtures/gguf/k_quant_blocks.safetensors";
+    torch::Tensor bytes, expected;
+    for (const auto& [key, t] : load_foreign_tensors(file.string()).tensors) {
+      if (key == std::string(quant_format_name(format)) + ".bytes") bytes = t;
+      if (key == std::string(quant_format_name(format)) + ".values") expected = t;
+    }
+    EXPECT_TRUE(bytes.defined() && expected.defined() && expected.numel() == 3 * values);
+    for (int64_t i = 0; i < blocks; ++i) {
+      std::memcpy(memory.get() + i * bb, bytes.data_ptr<uint8_t>() + (i % 3) * bb, size_t(bb));
+      std::memcpy(W.data_ptr<float>() + i * values, expected.data_ptr<float>() + (i % 3) * values,
+                  sizeof(float) * size_t(values));
+    }
+    return {QuantMatrix::from_blocks(format, N, K, memory.get(), memory), W};
+  }
+  std::mt19937 rng(uint32_t(N * 7 + K));
+  std::normal_distribution<float> scale(0.0f, 0.05f);
+  for (int64_t i = 0; i < blocks * bb; ++i) memory.get()[i] = uint8_t(rng());
+  const std::vector<int64_t> offsets = format == QuantFormat::Q4_K   ? std::vector<int64_t>{0, 2}
+                                       : format == QuantFormat::Q6_K ? std::vector<int64_t>{208}
+                                                                     : std::vector<int64_t>{0};
+  for (int64_t i = 0; i < blocks; ++i)
+    for (int64_t at : offsets) {
+      const uint16_t bits = c10::Half(scale(rng)).x;
+      std::memcpy(memory.get() + i * bb + at, &bits, 2);
+    }
+  auto m = QuantMatrix::from_blocks(format, N, K, memory.get(), memory);
+  for (int64_t n = 0; n < N; ++n) m.dequantize_row(n, W.data_ptr<float>() + n * K);
+  return {m, W};
+}
+
+// GGUF's other formats read in place: Q5_0 (with Q4_0's kernels) and the K super-blocks, against
+// the double product of gguf-py's values (and, for random blocks, of fbt's dequantisation), in
+// both activation kinds, with N odd (tiles of four rows and single rows) and B = 1..6; a row is
+// the same bits alone or in a batch, and written at any output stride.
+TEST(QuantGemv, GgufFormatsEqualTheProductOfTheirValuesAndARowIsTheSameInAnyBatch) {
+  for (auto format : {QuantFormat::Q5_0, QuantFormat::Q4_K, QuantFormat::Q6_K})
+    for (bool from_fixture : {true, false}) {
+      const int64_t N = 13, K = format == QuantFormat::Q5_0 ? 96 : 768;
+      auto [q, W] = blocks_matrix(format, N, K, from_fixture);
+      torch::manual_seed(K);
+      auto x = torch::randn({6, K});
+      for (auto act : {Q8Activations::Int8, Q8Activations::Fp32}) {
+        auto xin = act == Q8Activations::Int8 ? q8_round_trip(x) : x.to(torch::kDouble);
+        const auto Wd = W.to(torch::kDouble);
+        for (int64_t B = 1; B <= 6; ++B) {
+          const std::string where = std::string(quant_format_name(format)) + (from_fixture ? " gguf-py" : " random") +
+                                    " B " + std::to_string(B) + (act == Q8Activations::Int8 ? " int8" : " fp32");
+          const int64_t ldy = N + 3;  // y's rows apart: the columns of a wider output
+          auto y = torch::full({B, ldy}, -7.0f);
+          quant_linear(x.data_ptr<float>(), B, q, y.data_ptr<float>(), act, ldy);
+          EXPECT_TRUE(torch::equal(y.narrow(1, N, 3), torch::full({B, 3}, -7.0f))) << where;
+          auto expected = torch::mm(xin.narrow(0, 0, B), Wd.t());
+          auto magnitude = torch::mm(xin.narrow(0, 0, B).abs(), Wd.abs().t());  // Σ|x·w|: the rounding's scale
+          const auto err = (y.narrow(1, 0, N).to(torch::kDouble) - expected).abs() - 1e-5 * magnitude;
+          EXPECT_LE(err.max().item<double>(), 0.0) << where;
+          for (int64_t b = 0; b < B; ++b) {
+            auto row = x[b].clone();
+            auto alone = torch::empty({1, N});
+            quant_linear(row.data_ptr<float>(), 1, q, alone.data_ptr<float>(), act);
+            ASSERT_TRUE(torch::equal(alone[0], y[b].narrow(0, 0, N))) << where << " row " << b;
+          }
+        }
+      }
+    }
+}
+
+// The K formats: rows whole super-blocks, no tiles of 8 rows, not quantised by fbt; names round-trip.
+TEST(QuantGemv, KFormatsAreReadNotWritten) {
+  std::vector<uint8_t> blocks(210 * 2);
+  EXPECT_THROW(QuantMatrix::from_blocks(QuantFormat::Q6_K, 2, 96, blocks.data(), nullptr), Error);
+  EXPECT_THROW(QuantMatrix::from_blocks(QuantFormat::Q4_K, 1, 256, blocks.data(), nullptr, QuantLayout::Tiles8), Error);
+  auto m = QuantMatrix::from_blocks(QuantFormat::Q6_K, 2, 256, blocks.data(), nullptr);
+  EXPECT_EQ(m.bytes(), 420);
+  std::vector<uint8_t> elsewhere(420);
+  EXPECT_THROW(m.move_to(elsewhere.data(), nullptr, QuantLayout::Tiles8), Error);
+  std::vector<float> w(256, 0.5f);
+  EXPECT_THROW(QuantMatrix::quantize(QuantFormat::Q4_K, w.data(), 1, 256), Error);
+  for (auto f : {QuantFormat::Q8_0, QuantFormat::Q4_0, QuantFormat::Q5_0, QuantFormat::Q4_K, QuantFormat::Q6_K})
+    EXPECT_EQ(QuantMatrix::format_named(quant_format_name(f), "test"), f);
+  EXPECT_THROW(QuantMatrix::format_named("Q5_K", "test"), Error);
 }
 
 }  // namespace

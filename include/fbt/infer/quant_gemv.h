@@ -1,4 +1,5 @@
-// Quantised weights for CPU decoding: GGUF's Q8_0 and Q4_0 block formats and their matrix-vector product.
+// Quantised weights for CPU decoding: ggml's Q8_0, Q4_0, Q5_0, Q4_K and Q6_K block formats and their
+// matrix-vector product.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -7,16 +8,29 @@
 
 namespace fbt {
 
-/// A block format of ggml (ggml-common.h): 32 consecutive values of a weight row with one fp16
-/// scale d stored before them.
+/// A block format of ggml (ggml-common.h; gguf_quants.h spells out every layout): consecutive values
+/// of a weight row with their scales. fbt quantises to Q8_0 and Q4_0 itself; Q5_0, Q4_K and Q6_K
+/// blocks come from GGUF files (`fbt quantize --from-gguf`), read in place.
 enum class QuantFormat {
-  Q8_0,  ///< 34 bytes: d, 32 int8 q;                      w_i = d·q_i, d = max|w|/127, q = round(w/d)
-  Q4_0,  ///< 18 bytes: d, 16 bytes of two 4-bit q each;  w_i = d·(q_i − 8), d = m/−8 with m the value
-         ///< of largest |w|, q = min(15, trunc(w/d + 8.5)); byte j holds q_j (low nibble) and q_(j+16)
+  Q8_0,  ///< 34 bytes / 32 values: d, 32 int8 q;  w_i = d·q_i, d = max|w|/127, q = round(w/d)
+  Q4_0,  ///< 18 bytes / 32 values: d, 16 bytes of two 4-bit q each;  w_i = d·(q_i − 8), d = m/−8 with
+         ///< m the value of largest |w|, q = min(15, trunc(w/d + 8.5)); byte j holds q_j (low nibble)
+         ///< and q_(j+16)
+  Q5_0,  ///< 22 bytes / 32 values: d, the fifth bits qh, 16 bytes as Q4_0;  w_i = d·(q_i − 16)
+  Q4_K,  ///< 144 bytes / 256 values: d, dmin, 8 sub-blocks of 32 with 6-bit scale s and min m;
+         ///< w_i = d·s·q_i − dmin·m, q 4-bit
+  Q6_K,  ///< 210 bytes / 256 values: 16 sub-blocks of 16 with int8 scales s, then d;
+         ///< w_i = d·s·(q_i − 32), q 6-bit
 };
 
-/// The name of `format` as ggml spells it ("Q8_0", "Q4_0").
+/// The name of `format` as ggml spells it ("Q8_0", "Q4_0", "Q5_0", "Q4_K", "Q6_K").
 const char* quant_format_name(QuantFormat format);
+/// The ggml_type id of `format` (gguf_quants.h).
+uint32_t quant_format_ggml_type(QuantFormat format);
+/// Values per block of `format`: 32, or 256 for the K formats' super-blocks.
+int64_t quant_block_values(QuantFormat format);
+/// Whether the Tiles8 layout (below) holds `format`: Q8_0 and Q4_0; the others stay in Rows.
+bool quant_format_tiles(QuantFormat format);
 
 /// How a QuantMatrix orders its blocks in memory (the same bytes, permuted).
 enum class QuantLayout {
@@ -29,33 +43,38 @@ enum class QuantLayout {
 
 /// A [N, K] weight matrix in blocks of one QuantFormat, row-major, so a row is one stream of
 /// memory (ggml-quants.c quantize_row_q8_0_ref / quantize_row_q4_0_ref), or in tiles of 8 rows
-/// (QuantLayout::Tiles8). Q8_0 takes 1.0625 bytes per weight, Q4_0 0.5625, against 4 for fp32.
+/// (QuantLayout::Tiles8). Q8_0 takes 1.0625 bytes per weight, Q6_K 0.8203, Q5_0 0.6875, Q4_0 and
+/// Q4_K 0.5625, against 4 for fp32.
 class QuantMatrix {
  public:
-  static constexpr int64_t kBlock = 32;  ///< values per block
+  static constexpr int64_t kBlock = 32;  ///< values per block of the 32-value formats and of the int8 activations
 
   /// Quantises W [N, K] row-major fp32. A Q8_0 tensor dequantised from a GGUF file quantises back
   /// to its own blocks (the block maximum is ±127·d), so imported Q8_0 weights keep their values;
   /// so do Q4_0 ones quantised by ggml's reference rule (the maximum is −8·d), not those of
   /// llama-quantize with an importance matrix. Throws fbt::Error unless K is a positive multiple
-  /// of 32.
+  /// of 32, or for a format other than Q8_0 and Q4_0.
   static QuantMatrix quantize(QuantFormat format, const float* W, int64_t N, int64_t K);
   /// The [N, K] matrix whose blocks are already at `data` in `layout` (a quantised checkpoint's,
   /// loaded by load_model), read in place and kept alive by `owner`. Throws fbt::Error unless K is
-  /// a positive multiple of 32.
+  /// a positive multiple of the format's block values (32, or 256 for Q4_K and Q6_K), or for
+  /// Tiles8 of a format it does not hold.
   static QuantMatrix from_blocks(QuantFormat format, int64_t N, int64_t K, const uint8_t* data,
                                  std::shared_ptr<uint8_t> owner, QuantLayout layout = QuantLayout::Rows);
-  /// The format named `name` ("Q8_0" or "Q4_0"); throws fbt::Error naming `origin` otherwise.
+  /// The format named `name` ("Q8_0", "Q4_0", "Q5_0", "Q4_K", "Q6_K"); throws fbt::Error naming
+  /// `origin` otherwise.
   static QuantFormat format_named(const std::string& name, const std::string& origin);
 
   QuantFormat format() const { return format_; }
   QuantLayout layout() const { return layout_; }
   int64_t rows() const { return rows_; }  ///< N
   int64_t cols() const { return cols_; }  ///< K
-  /// Bytes of one block (34 for Q8_0, 18 for Q4_0) and of the whole matrix.
+  /// Bytes of one block (34 for Q8_0, 18 for Q4_0, 22 for Q5_0, 144 for Q4_K, 210 for Q6_K), its
+  /// values (quant_block_values) and the bytes of the whole matrix.
   int64_t block_bytes() const;
+  int64_t block_values() const { return quant_block_values(format_); }
   int64_t bytes() const { return bytes_; }
-  /// The bytes of block `ib` of row `n` in ggml's layout: any row in the Rows layout, and in
+  /// The bytes of block `ib` (of block_values()) of row `n` in ggml's layout: any row in the Rows layout, and in
   /// Tiles8 the last N mod 8 rows (n ≥ tiled_rows()). Throws fbt::Error for a row inside a tile.
   const uint8_t* block(int64_t n, int64_t ib) const;
   /// Rows in tiles of 8: 8·⌊N/8⌋ in the Tiles8 layout, 0 in Rows.
@@ -77,7 +96,7 @@ class QuantMatrix {
   QuantLayout layout_ = QuantLayout::Rows;
   int64_t rows_ = 0, cols_ = 0, bytes_ = 0;
   std::shared_ptr<uint8_t> owner_;  ///< the memory holding the blocks
-  uint8_t* data_ = nullptr;         ///< [N, K/32] blocks
+  uint8_t* data_ = nullptr;         ///< [N, K/block_values()] blocks
 };
 
 /// How quant_linear treats the input rows.
@@ -99,7 +118,19 @@ enum class Q8Activations {
 /// sums, so the same bits); AVX2 and portable code round differently for the Rows layout, but one
 /// process only ever runs one. Throws fbt::Error for a Tiles8 matrix with Fp32 activations. x may
 /// not alias y.
-void quant_linear(const float* x, int64_t B, const QuantMatrix& W, float* y, Q8Activations activations);
+///
+/// Q5_0 takes Q4_0's steps with values q − 16. The K formats, with int8 activations in blocks of 32
+/// (not llama.cpp's Q8_K blocks of 256: the activations are quantised once, by one rule, for every
+/// format), add per 32-value block: Q4_K fma(float(Σ q·xq), d·s·d_x) into two chains (even and odd
+/// sub-blocks) and dmin·m·d_x·Σxq into a third, subtracted at the end; Q6_K the exact int32
+/// s_a·Σ_(first 16)(q − 32)·xq + s_b·Σ_(last 16)(q − 32)·xq times d·d_x. Their portable code (and
+/// every K product with fp32 activations) dequantises a super-block (gguf_quants.h) and sums
+/// w·(xq·d_x) or w·x. Rows of the K formats stay in the Rows layout.
+///
+/// y's rows are `ldy` apart (0: N), so products of stacked matrices in several formats fill their
+/// columns of one output.
+void quant_linear(const float* x, int64_t B, const QuantMatrix& W, float* y, Q8Activations activations,
+                  int64_t ldy = 0);
 
 /// at::parallel_for's thread count in this kernel's translation unit (decode_kernel_threads(),
 /// batch_gemv.h, checks both kernel files).

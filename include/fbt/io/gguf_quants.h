@@ -9,7 +9,7 @@
 namespace fbt {
 
 /// ggml_type ids (ggml.h) of the block formats fbt also keeps quantised for decoding (quant_gemv.h).
-constexpr uint32_t kGgmlQ4_0 = 2, kGgmlQ8_0 = 8;
+constexpr uint32_t kGgmlQ4_0 = 2, kGgmlQ5_0 = 6, kGgmlQ8_0 = 8, kGgmlQ4_K = 12, kGgmlQ6_K = 14;
 
 /// The name of a ggml_type id as ggml.h spells it ("F32", "Q4_0", "Q4_K", ...), or "type N"
 /// for an id ggml does not define.
