@@ -1,6 +1,7 @@
-// `fbt quantize --checkpoint RUN --weights int8|int4 --out NEWRUN`: a run whose matrix products are
-// stored as Q8_0 / Q4_0 blocks (quantized_checkpoint.h), which generate, chat, serve and eval's
-// generation tasks load without materialising the fp32 matrices.
+// `fbt quantize --checkpoint RUN --weights int8|int4 [--from-gguf FILE] --out NEWRUN`: a run whose
+// matrix products are stored as Q8_0 / Q4_0 blocks (quantized_checkpoint.h), or as the blocks of the
+// GGUF file the run was imported from, which generate, chat, serve and eval's generation tasks load
+// without materialising the fp32 matrices.
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -8,6 +9,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "fbt/infer/cpu_decoder.h"
+#include "fbt/io/gguf_blocks.h"
 #include "fbt/io/quantized_checkpoint.h"
 #include "fbt/io/run_dir.h"
 #include "fbt/util/atomic_file.h"
@@ -19,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct QuantizeArgs {
-  std::string checkpoint, weights, out;
+  std::string checkpoint, weights, out, from_gguf;
 };
 
 void run_quantize(const QuantizeArgs& a) {
@@ -40,7 +42,12 @@ void run_quantize(const QuantizeArgs& a) {
   options.weights = parse_decode_weights(a.weights, "--weights");
   options.quant_layout = QuantLayout::Rows;             // the file holds ggml's layout
   const CpuDecoder decoder(checkpoint.model, options);  // the matrices exactly as --weights quantises them
-  const auto groups = decoder.quantized_groups();
+  auto groups = decoder.quantized_groups();
+  GgufBlockGroups from_file;
+  if (!a.from_gguf.empty()) {
+    from_file = gguf_block_groups(read_gguf(a.from_gguf), checkpoint.model, groups);
+    groups = from_file.groups;
+  }
   const int64_t step = checkpoint.info.step;
   write_directory_atomic(a.out, [&](const std::string& dir) {
     const fs::path out(dir);
@@ -51,6 +58,8 @@ void run_quantize(const QuantizeArgs& a) {
     const nlohmann::json record = {{"tool", "fbt quantize"},
                                    {"weights", a.weights},
                                    {"quantized_from", checkpoint.model_file},
+                                   {"from_gguf", a.from_gguf.empty() ? nlohmann::json() : nlohmann::json(a.from_gguf)},
+                                   {"gguf_blocks_kept", from_file.kept},
                                    {"config", {{"model", checkpoint.model->config().to_json()}}},
                                    {"git_sha", git_sha()},
                                    {"torch_version", torch_version()}};
@@ -62,6 +71,13 @@ void run_quantize(const QuantizeArgs& a) {
   std::cout << "quantized " << checkpoint.model_file << " (step " << step << ") to " << a.weights << ": "
             << groups.size() << " matrix products, " << bytes / 1000 << " kB of blocks -> " << a.out << "/"
             << step_dir_name(step) << "\n";
+  if (!a.from_gguf.empty()) {
+    std::cout << "kept the blocks of " << a.from_gguf << ":";
+    for (const auto& [type, count] : from_file.kept) std::cout << " " << count << " " << type;
+    std::cout << " tensors; quantised to " << a.weights << " from fp32: " << from_file.requantised.size()
+              << " parameters" << (from_file.requantised.empty() ? "" : " (" + from_file.requantised[0] + ", ...)")
+              << "\n";
+  }
 }
 
 }  // namespace
@@ -77,6 +93,11 @@ void add_quantize_command(CLI::App& app) {
   cmd->add_option("--weights", a->weights, "int8 (Q8_0 blocks) or int4 (Q4_0 blocks, the head Q8_0)")
       ->check(CLI::IsMember({"int8", "int4"}))
       ->required();
+  cmd->add_option(
+         "--from-gguf", a->from_gguf,
+         "The GGUF file the run was imported from (`fbt import --from gguf`): keep its Q8_0, Q4_0, Q5_0, "
+         "Q4_K and Q6_K blocks as they are (decoded in place); the rest (the fusion, other types) as --weights")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--out", a->out, "Run directory to create (must not exist, or be empty)")->required();
   cmd->callback([a] { run_quantize(*a); });
 }

@@ -95,12 +95,21 @@ CpuDecoder::Matrix CpuDecoder::matrix(std::vector<torch::Tensor> parts, bool hea
   }
   const auto format = options_.weights == DecodeWeights::Int4 && !head ? QuantFormat::Q4_0 : QuantFormat::Q8_0;
   auto stacked = torch::cat(parts, 0).contiguous();  // transient: the quantised copy is what is kept
-  m.quant = QuantMatrix::quantize(format, ptr(stacked), m.rows, m.cols);
+  m.quant.push_back({QuantMatrix::quantize(format, ptr(stacked), m.rows, m.cols), {}, 0});
   return m;
 }
 
+int64_t CpuDecoder::Matrix::quant_bytes() const {
+  int64_t total = 0;
+  for (const auto& q : quant) total += q.blocks.bytes();
+  return total;
+}
+
 void CpuDecoder::linear(const float* x, int64_t B, const Matrix& W, float* y) const {
-  if (W.quant) return quant_linear(x, B, *W.quant, y, options_.activations);
+  if (!W.quant.empty()) {  // each run of rows fills its columns of y
+    for (const auto& q : W.quant) quant_linear(x, B, q.blocks, y + q.row, options_.activations, W.rows);
+    return;
+  }
   // Unless rows must round as if alone, more than four (a prefill's, a wide batch's) go to a GEMM:
   // fbt's own where the CPU has AVX-512, else BLAS sgemm where linked (gemm_linear.h).
   if (!options_.batch_invariant && B > 4) {
@@ -129,7 +138,7 @@ std::vector<const CpuDecoder::Matrix*> CpuDecoder::matrices(bool with_fusion) co
 int64_t CpuDecoder::matmul_weight_bytes(bool with_fusion) const {
   int64_t total = 0;
   for (const Matrix* m : matrices(with_fusion))
-    total += m->quant ? m->quant->bytes() : m->rows * m->cols * int64_t(sizeof(float));
+    total += !m->quant.empty() ? m->quant_bytes() : m->rows * m->cols * int64_t(sizeof(float));
   return total;
 }
 
@@ -160,14 +169,22 @@ CpuDecoder::CpuDecoder(FBT& model, CpuDecoderOptions options)
   // The matrix of the named tensors; where it is quantised and the option says so, their fp32
   // parameters are freed at once (the next matrix's blocks reuse the memory).
   auto weight = [&](const std::vector<std::string>& names, bool head = false) {
-    if (const auto* g = options_.prequantized ? options_.prequantized->find(names) : nullptr) {
+    const auto groups =
+        options_.prequantized ? options_.prequantized->cover(names) : std::vector<const QuantizedGroup*>{};
+    if (!groups.empty()) {
       Matrix m;
-      m.rows = g->rows;
-      m.cols = g->cols;
       m.names = names;
-      m.quant = QuantMatrix::from_blocks(QuantMatrix::format_named(g->format, "quantized group " + names[0]), g->rows,
-                                         g->cols, g->blocks, options_.prequantized->memory,
-                                         g->tiled ? QuantLayout::Tiles8 : QuantLayout::Rows);
+      for (const auto* g : groups) {
+        if (g->cols != groups[0]->cols)
+          throw Error("quantized groups '" + groups[0]->parts[0] + "' and '" + g->parts[0] + "' have " +
+                      std::to_string(groups[0]->cols) + " and " + std::to_string(g->cols) + " columns");
+        m.quant.push_back({QuantMatrix::from_blocks(quant_format_named(g->format, "quantized group " + g->parts[0]),
+                                                    g->rows, g->cols, g->blocks, options_.prequantized->memory,
+                                                    g->tiled ? QuantLayout::Tiles8 : QuantLayout::Rows),
+                           g->parts, m.rows});
+        m.rows += g->rows;
+      }
+      m.cols = groups[0]->cols;
       return m;
     }
     std::vector<torch::Tensor> parts;
@@ -178,7 +195,8 @@ CpuDecoder::CpuDecoder(FBT& model, CpuDecoderOptions options)
     }
     auto m = matrix(std::move(parts), head);
     m.names = names;
-    if (m.quant && options_.release_model_weights) {
+    if (!m.quant.empty()) m.quant[0].names = names;
+    if (!m.quant.empty() && options_.release_model_weights) {
       torch::NoGradGuard no_grad;
       for (const auto& name : names) params[name].set_data(torch::empty({0}, torch::kFloat));
       release_free_cpu_blocks();
@@ -214,12 +232,14 @@ CpuDecoder::CpuDecoder(FBT& model, CpuDecoderOptions options)
   }
   // The head last (a tied one is the embedding, which a quantised head replaces for lookups too).
   head_ = weight({config_.tie_embeddings ? "embedding.weight" : "lm_head.weight"}, /*head=*/true);
-  if (config_.tie_embeddings && !head_.quant) embedding_ = get("embedding.weight");
+  if (config_.tie_embeddings && head_.quant.empty()) embedding_ = get("embedding.weight");
   check_shapes();
   if (!options_.prequantized)
     gather_quantised_weights();
-  else if (kernel_layout() != QuantLayout::Tiles8)  // load_model put the run's blocks in one mapping, in tiles
-    throw Error("a quantised run's blocks are in tiles of 8 rows, which only int8 activations read");
+  else if (kernel_layout() != QuantLayout::Tiles8 &&  // load_model put the run's blocks in one mapping, in tiles
+           std::any_of(options_.prequantized->groups.begin(), options_.prequantized->groups.end(),
+                       [](const QuantizedGroup& g) { return g.tiled; }))
+    throw Error("a quantised run's Q8_0 and Q4_0 blocks are in tiles of 8 rows, which only int8 activations read");
   const int64_t Dh = config_.head_dim();
   for (int64_t i = 0; i < Dh / 2; ++i)  // as make_rope: θ^(-(2i)/Dh) in fp32
     inv_freq_.push_back(std::pow(float(config_.rope_theta), -float(2 * i) / float(Dh)));
@@ -264,21 +284,22 @@ void CpuDecoder::check_shapes() const {
 
 std::vector<QuantizedGroup> CpuDecoder::quantized_groups() const {
   std::vector<QuantizedGroup> out;
-  for (const Matrix* m : matrices(/*with_fusion=*/true)) {
-    if (!m->quant) continue;
-    if (m->quant->layout() != QuantLayout::Rows)
-      throw Error("CpuDecoder::quantized_groups: '" + m->names[0] +
-                  "' is in the kernel's tiles (quant_layout Rows keeps ggml's layout)");
-    out.push_back({m->names, quant_format_name(m->quant->format()), m->rows, m->cols, m->quant->block(0, 0)});
-  }
+  for (const Matrix* m : matrices(/*with_fusion=*/true))
+    for (const auto& q : m->quant) {
+      if (q.blocks.layout() != QuantLayout::Rows)
+        throw Error("CpuDecoder::quantized_groups: '" + q.names[0] +
+                    "' is in the kernel's tiles (quant_layout Rows keeps ggml's layout)");
+      out.push_back(
+          {q.names, quant_format_name(q.blocks.format()), q.blocks.rows(), q.blocks.cols(), q.blocks.block(0, 0)});
+    }
   return out;
 }
 
 void CpuDecoder::gather_quantised_weights() {
   std::vector<QuantMatrix*> quantised;
   for (const Matrix* m : matrices(/*with_fusion=*/true))
-    if (m->quant) quantised.push_back(const_cast<QuantMatrix*>(&*m->quant));  // this decoder's own
-  auto at = [](size_t offset) { return (offset + 63) / 64 * 64; };            // each matrix at a cache line
+    for (const auto& q : m->quant) quantised.push_back(const_cast<QuantMatrix*>(&q.blocks));  // this decoder's own
+  auto at = [](size_t offset) { return (offset + 63) / 64 * 64; };  // each matrix at a cache line
   size_t total = 0;
   for (const auto* q : quantised) total = at(total) + size_t(q->bytes());
   if (total == 0) return;
@@ -286,7 +307,7 @@ void CpuDecoder::gather_quantised_weights() {
   size_t offset = 0;
   for (auto* q : quantised) {
     offset = at(offset);
-    q->move_to(mapping.get() + offset, mapping, kernel_layout());
+    q->move_to(mapping.get() + offset, mapping, quant_format_tiles(q->format()) ? kernel_layout() : QuantLayout::Rows);
     offset += size_t(q->bytes());
   }
   release_free_cpu_blocks();  // the blocks' old copies
@@ -545,7 +566,7 @@ void CpuDecoder::forward(const int64_t* tok, const std::vector<char>& plain, con
     if (embedding_.defined())
       e = ptr(embedding_) + tok[b] * D;
     else
-      head_.quant->dequantize_row(
+      head_.quant[0].blocks.dequantize_row(
           tok[b], branch_.data() + b * D);  // a tied embedding is the quantised head (as llama.cpp's get_rows)
     float* e_n = e_n_.data() + b * D;
     rms_norm(e, ptr(input_norm_), D, config_.norm_eps, e_n);

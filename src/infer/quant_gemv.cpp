@@ -513,34 +513,6 @@ RowsFn simd_kernel(QuantFormat format, Q8Activations act) {
 
 }  // namespace
 
-const char* quant_format_name(QuantFormat format) {
-  switch (format) {
-    case QuantFormat::Q8_0: return "Q8_0";
-    case QuantFormat::Q4_0: return "Q4_0";
-    case QuantFormat::Q5_0: return "Q5_0";
-    case QuantFormat::Q4_K: return "Q4_K";
-    case QuantFormat::Q6_K: return "Q6_K";
-  }
-  return "?";
-}
-
-uint32_t quant_format_ggml_type(QuantFormat format) {
-  switch (format) {
-    case QuantFormat::Q8_0: return kGgmlQ8_0;
-    case QuantFormat::Q4_0: return kGgmlQ4_0;
-    case QuantFormat::Q5_0: return kGgmlQ5_0;
-    case QuantFormat::Q4_K: return kGgmlQ4_K;
-    case QuantFormat::Q6_K: return kGgmlQ6_K;
-  }
-  return 0;
-}
-
-int64_t quant_block_values(QuantFormat format) {
-  return format == QuantFormat::Q4_K || format == QuantFormat::Q6_K ? 256 : kBlock;
-}
-
-bool quant_format_tiles(QuantFormat format) { return format == QuantFormat::Q8_0 || format == QuantFormat::Q4_0; }
-
 int64_t QuantMatrix::block_bytes() const { return block_bytes_of(format_); }
 
 const uint8_t* QuantMatrix::block(int64_t n, int64_t ib) const {
@@ -585,12 +557,6 @@ QuantMatrix QuantMatrix::from_blocks(QuantFormat format, int64_t N, int64_t K, c
   m.owner_ = std::move(owner);
   m.data_ = const_cast<uint8_t*>(data);  // read only: move_to, the one writer, is not called on these
   return m;
-}
-
-QuantFormat QuantMatrix::format_named(const std::string& name, const std::string& origin) {
-  for (auto f : {QuantFormat::Q8_0, QuantFormat::Q4_0, QuantFormat::Q5_0, QuantFormat::Q4_K, QuantFormat::Q6_K})
-    if (name == quant_format_name(f)) return f;
-  throw Error(origin + ": quantisation format \"" + name + "\" (expected Q8_0, Q4_0, Q5_0, Q4_K or Q6_K)");
 }
 
 QuantMatrix QuantMatrix::quantize(QuantFormat format, const float* W, int64_t N, int64_t K) {

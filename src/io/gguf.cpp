@@ -247,20 +247,25 @@ GgufFile read_gguf(const std::string& path) {
   return f;
 }
 
-torch::Tensor read_gguf_tensor(const GgufFile& file, const GgufTensorInfo& info) {
+std::vector<uint8_t> read_gguf_tensor_bytes(const GgufFile& file, const GgufTensorInfo& info) {
   const auto layout = ggml_block_layout(info.type);
   if (!layout)
     throw Error("'" + file.path + "': tensor '" + info.name + "' has type " + ggml_type_name(info.type) +
                 ", which fbt cannot dequantize (supported: " + ggml_supported_types() + ")");
-  const int64_t n = info.numel();
-  std::vector<uint8_t> bytes(static_cast<size_t>(n / layout->elements * layout->bytes));  // checked by read_gguf
+  std::vector<uint8_t> bytes(
+      static_cast<size_t>(info.numel() / layout->elements * layout->bytes));  // checked by read_gguf
   std::ifstream in(file.path, std::ios::binary);
   in.seekg(static_cast<std::streamoff>(file.data_offset + info.offset));
   in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
   if (!in)
     throw Error("'" + file.path + "': cannot read the data of tensor '" + info.name + "' (file changed or truncated?)");
+  return bytes;
+}
+
+torch::Tensor read_gguf_tensor(const GgufFile& file, const GgufTensorInfo& info) {
+  const auto bytes = read_gguf_tensor_bytes(file, info);
   try {
-    return dequantize_ggml(info.type, bytes.data(), n).reshape(info.shape());
+    return dequantize_ggml(info.type, bytes.data(), info.numel()).reshape(info.shape());
   } catch (const Error& e) {
     throw Error("'" + file.path + "': tensor '" + info.name + "' (" + ggml_type_name(info.type) + "): " + e.what());
   }

@@ -69,12 +69,6 @@ void read_rope(const GgufFile& f, const std::string& arch, ModelConfig& c) {
                 "; partial rotary embeddings are not supported");
 }
 
-bool is_llama_qk(const std::string& gguf_name, bool* is_k) {
-  const bool q = gguf_name.find(".attn_q.") != std::string::npos, k = gguf_name.find(".attn_k.") != std::string::npos;
-  *is_k = k;
-  return q || k;
-}
-
 /// The tensors of `f` copied into `params` (fbt names), dequantized and, for llama, q/k un-permuted;
 /// returns the count of each stored type. Every tensor must be used exactly once.
 std::map<std::string, int> load_tensors(const GgufFile& f, const std::string& arch, const ModelConfig& c,
@@ -90,8 +84,7 @@ std::map<std::string, int> load_tensors(const GgufFile& f, const std::string& ar
       throw Error(where(f) + ": tensor '" + name + "' has shape " + c10::str(at::IntArrayRef(info->shape())) +
                   " (GGUF dims reversed) but the metadata implies " + c10::str(p.value().sizes()));
     auto t = read_gguf_tensor(f, *info);
-    bool is_k = false;
-    if (arch == "llama" && is_llama_qk(name, &is_k)) t = unpermute_llama_qk(t, is_k ? c.n_kv_heads : c.n_heads);
+    if (const int64_t heads = gguf_permuted_heads(name, arch, c)) t = unpermute_llama_qk(t, heads);
     p.value().copy_(t);
     ++types[ggml_type_name(info->type)];
     used.insert(name);
@@ -163,6 +156,13 @@ std::string gguf_tensor_name(const std::string& fbt_name) {
     if (module == hf_module)
       return "blk." + hf.substr(prefix.size(), layer_end - prefix.size()) + "." + gguf_module + hf.substr(leaf);
   return "";
+}
+
+int64_t gguf_permuted_heads(const std::string& gguf_name, const std::string& arch, const ModelConfig& c) {
+  if (arch != "llama") return 0;
+  if (gguf_name.find(".attn_q.") != std::string::npos) return c.n_heads;
+  if (gguf_name.find(".attn_k.") != std::string::npos) return c.n_kv_heads;
+  return 0;
 }
 
 torch::Tensor unpermute_llama_qk(const torch::Tensor& w, int64_t n_head) {

@@ -257,6 +257,46 @@ void dequantize_blocks(uint32_t type, const uint8_t* data, int64_t n, float* x) 
   }
 }
 
+const char* quant_format_name(QuantFormat format) {
+  switch (format) {
+    case QuantFormat::Q8_0: return "Q8_0";
+    case QuantFormat::Q4_0: return "Q4_0";
+    case QuantFormat::Q5_0: return "Q5_0";
+    case QuantFormat::Q4_K: return "Q4_K";
+    case QuantFormat::Q6_K: return "Q6_K";
+  }
+  return "?";
+}
+
+uint32_t quant_format_ggml_type(QuantFormat format) {
+  switch (format) {
+    case QuantFormat::Q8_0: return kGgmlQ8_0;
+    case QuantFormat::Q4_0: return kGgmlQ4_0;
+    case QuantFormat::Q5_0: return kGgmlQ5_0;
+    case QuantFormat::Q4_K: return kGgmlQ4_K;
+    case QuantFormat::Q6_K: return kGgmlQ6_K;
+  }
+  return 0;
+}
+
+int64_t quant_block_values(QuantFormat format) {
+  return format == QuantFormat::Q4_K || format == QuantFormat::Q6_K ? kSuperBlock : kGgmlBlock;
+}
+
+bool quant_format_tiles(QuantFormat format) { return format == QuantFormat::Q8_0 || format == QuantFormat::Q4_0; }
+
+std::optional<QuantFormat> quant_format_of_ggml_type(uint32_t type) {
+  for (auto f : {QuantFormat::Q8_0, QuantFormat::Q4_0, QuantFormat::Q5_0, QuantFormat::Q4_K, QuantFormat::Q6_K})
+    if (quant_format_ggml_type(f) == type) return f;
+  return std::nullopt;
+}
+
+QuantFormat quant_format_named(const std::string& name, const std::string& origin) {
+  for (auto f : {QuantFormat::Q8_0, QuantFormat::Q4_0, QuantFormat::Q5_0, QuantFormat::Q4_K, QuantFormat::Q6_K})
+    if (name == quant_format_name(f)) return f;
+  throw Error(origin + ": quantisation format \"" + name + "\" (expected Q8_0, Q4_0, Q5_0, Q4_K or Q6_K)");
+}
+
 std::string ggml_supported_types() {
   return "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K";
 }

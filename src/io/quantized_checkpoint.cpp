@@ -13,11 +13,7 @@
 namespace fbt {
 namespace {
 
-constexpr int64_t kQuantBlock = 32;  // values per Q8_0 / Q4_0 block
-
-int64_t block_bytes(const std::string& format) {
-  return ggml_block_layout(format == "Q8_0" ? kGgmlQ8_0 : kGgmlQ4_0)->bytes;
-}
+QuantFormat format_of(const QuantizedGroup& g) { return quant_format_named(g.format, "quantized group"); }
 
 int64_t aligned(int64_t offset) { return (offset + 63) / 64 * 64; }  // each group at a cache line
 
@@ -30,12 +26,23 @@ nlohmann::json groups_json(const std::vector<QuantizedGroup>& groups) {
 
 }  // namespace
 
-int64_t QuantizedGroup::bytes() const { return rows * (cols / kQuantBlock) * block_bytes(format); }
+int64_t QuantizedGroup::bytes() const {
+  const auto format = format_of(*this);
+  return rows * (cols / quant_block_values(format)) * ggml_block_layout(quant_format_ggml_type(format))->bytes;
+}
 
-const QuantizedGroup* QuantizedWeights::find(const std::vector<std::string>& parts) const {
-  for (const auto& g : groups)
-    if (g.parts == parts) return &g;
-  return nullptr;
+std::vector<const QuantizedGroup*> QuantizedWeights::cover(const std::vector<std::string>& parts) const {
+  std::vector<const QuantizedGroup*> out;
+  for (size_t at = 0; at < parts.size();) {
+    const auto starts_here = [&](const QuantizedGroup& g) {
+      return g.parts.size() <= parts.size() - at && std::equal(g.parts.begin(), g.parts.end(), parts.begin() + at);
+    };
+    const auto it = std::find_if(groups.begin(), groups.end(), starts_here);
+    if (it == groups.end()) return {};
+    out.push_back(&*it);
+    at += it->parts.size();
+  }
+  return out;
 }
 
 QuantizedWeights quantized_weights_from_json(const nlohmann::json& q, const std::string& origin) {
@@ -51,11 +58,10 @@ QuantizedWeights quantized_weights_from_json(const nlohmann::json& q, const std:
                        j.at("rows").get<int64_t>(), j.at("cols").get<int64_t>()};
       const std::string named = where + ".groups (" + (g.parts.empty() ? "?" : g.parts[0]) + ")";
       if (g.parts.empty()) throw Error(named + ": no parts");
-      if (g.format != "Q8_0" && g.format != "Q4_0")
-        throw Error(named + ": format \"" + g.format + "\" (expected Q8_0 or Q4_0)");
-      if (g.rows < 1 || g.cols < kQuantBlock || g.cols % kQuantBlock != 0)
+      const int64_t values = quant_block_values(quant_format_named(g.format, named));
+      if (g.rows < 1 || g.cols < values || g.cols % values != 0)
         throw Error(named + ": " + std::to_string(g.rows) + " x " + std::to_string(g.cols) +
-                    " is not a matrix of whole 32-value blocks");
+                    " is not a matrix of whole " + std::to_string(values) + "-value blocks (" + g.format + ")");
       for (const auto& part : g.parts)
         if (!seen.insert(part).second) throw Error(named + ": parameter '" + part + "' is in two groups");
       out.groups.push_back(std::move(g));
@@ -140,8 +146,10 @@ FBT QuantizedPlacement::finish(const TensorFile& file, std::shared_ptr<const Qua
     if (!read.count(g.tensor_name())) throw Error(path_ + ": missing tensor '" + g.tensor_name() + "'");
   for (const auto& p : params_)
     if (!grouped.count(p.key()) && !read.count(p.key())) throw Error(path_ + ": missing tensor '" + p.key() + "'");
-  for (auto& g : quantized_.groups) {  // the decoder's kernels read them in tiles: no second copy
-    tile8_blocks(g.format == "Q8_0" ? kGgmlQ8_0 : kGgmlQ4_0, g.rows, g.cols, const_cast<uint8_t*>(g.blocks));
+  for (auto& g : quantized_.groups) {  // the decoder's kernels read Q8_0 and Q4_0 in tiles: no second copy
+    const auto format = format_of(g);
+    if (!quant_format_tiles(format)) continue;
+    tile8_blocks(quant_format_ggml_type(format), g.rows, g.cols, const_cast<uint8_t*>(g.blocks));
     g.tiled = true;
   }
   quantized = std::make_shared<const QuantizedWeights>(std::move(quantized_));

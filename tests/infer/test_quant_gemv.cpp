@@ -280,8 +280,8 @@ TEST(QuantGemv, KFormatsAreReadNotWritten) {
   std::vector<float> w(256, 0.5f);
   EXPECT_THROW(QuantMatrix::quantize(QuantFormat::Q4_K, w.data(), 1, 256), Error);
   for (auto f : {QuantFormat::Q8_0, QuantFormat::Q4_0, QuantFormat::Q5_0, QuantFormat::Q4_K, QuantFormat::Q6_K})
-    EXPECT_EQ(QuantMatrix::format_named(quant_format_name(f), "test"), f);
-  EXPECT_THROW(QuantMatrix::format_named("Q5_K", "test"), Error);
+    EXPECT_EQ(quant_format_named(quant_format_name(f), "test"), f);
+  EXPECT_THROW(quant_format_named("Q5_K", "test"), Error);
 }
 
 }  // namespace

@@ -166,14 +166,22 @@ class CpuDecoder {
   /// contiguous CPU layout.
   void check_cache(const KVCache& cache, int64_t batch) const;
 
+  /// Rows `row`.. of a quantised Matrix: its parameters `names` stacked, in one block format.
+  struct QuantRows {
+    QuantMatrix blocks;
+    std::vector<std::string> names;
+    int64_t row = 0;
+  };
   /// The weight [N, K] of one matrix product, several of the model's tensors stacked row-wise: the
-  /// tensors themselves (fp32) or one quantised matrix of them all (int8, int4).
+  /// tensors themselves (fp32) or quantised: one matrix of them all (int8, int4), or a GGUF file's
+  /// blocks in one matrix per run of parts in one format (quantized_checkpoint.h).
   struct Matrix {
     std::vector<torch::Tensor> parts;  ///< [N_i, K], Σ N_i = N (fp32; the model's own tensors)
     std::vector<WeightPart> views;     ///< the parts' data and rows, for batch_invariant_linear
-    std::optional<QuantMatrix> quant;  ///< [N, K] (int8, int4)
+    std::vector<QuantRows> quant;      ///< the rows in order (int8, int4); empty for fp32
     int64_t rows = 0, cols = 0;
     std::vector<std::string> names;  ///< the model's parameters stacked
+    int64_t quant_bytes() const;     ///< bytes of the quantised blocks
   };
   /// The matrix stacking `parts` in the decoder's weight format (`head`: the output layer's).
   Matrix matrix(std::vector<torch::Tensor> parts, bool head = false) const;

@@ -60,4 +60,8 @@ GgufFile read_gguf(const std::string& path);
 /// fbt cannot dequantize (e.g. "Q4_K"), or naming the file when it cannot be read.
 torch::Tensor read_gguf_tensor(const GgufFile& file, const GgufTensorInfo& info);
 
+/// The stored bytes of tensor `info` (numel / block values × block bytes, ggml's layout), as
+/// read_gguf_tensor reads them; the same errors.
+std::vector<uint8_t> read_gguf_tensor_bytes(const GgufFile& file, const GgufTensorInfo& info);
+
 }  // namespace fbt

@@ -38,6 +38,10 @@ std::string gguf_tensor_name(const std::string& fbt_name);
 /// [n_head·Dh, ...] (a weight or a bias); fbt's RoPE is rotate-half, so it needs HF's order back.
 torch::Tensor unpermute_llama_qk(const torch::Tensor& w, int64_t n_head);
 
+/// The head count whose rows unpermute_llama_qk must un-permute in GGUF tensor `gguf_name` of an
+/// `arch` file (llama's attn_q: n_heads, attn_k: n_kv_heads), or 0 for every other tensor.
+int64_t gguf_permuted_heads(const std::string& gguf_name, const std::string& arch, const ModelConfig& config);
+
 /// Reads the GGUF file at `path` (gguf.h) and builds the fbt model: every tensor dequantized to
 /// fp32 (ggml_supported_types(): the plain floats, Q4_0 ... Q8_0 and the K types Q2_K ... Q8_K, so
 /// a Q4_K_M file with its Q6_K tensors imports), attn_q/attn_k un-permuted for the llama architecture,

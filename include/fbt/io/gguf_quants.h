@@ -11,6 +11,36 @@ namespace fbt {
 /// ggml_type ids (ggml.h) of the block formats fbt also keeps quantised for decoding (quant_gemv.h).
 constexpr uint32_t kGgmlQ4_0 = 2, kGgmlQ5_0 = 6, kGgmlQ8_0 = 8, kGgmlQ4_K = 12, kGgmlQ6_K = 14;
 
+/// A block format of ggml (ggml-common.h; gguf_quants.h spells out every layout): consecutive values
+/// of a weight row with their scales. fbt quantises to Q8_0 and Q4_0 itself; Q5_0, Q4_K and Q6_K
+/// blocks come from GGUF files (`fbt quantize --from-gguf`), read in place.
+enum class QuantFormat {
+  Q8_0,  ///< 34 bytes / 32 values: d, 32 int8 q;  w_i = d·q_i, d = max|w|/127, q = round(w/d)
+  Q4_0,  ///< 18 bytes / 32 values: d, 16 bytes of two 4-bit q each;  w_i = d·(q_i − 8), d = m/−8 with
+         ///< m the value of largest |w|, q = min(15, trunc(w/d + 8.5)); byte j holds q_j (low nibble)
+         ///< and q_(j+16)
+  Q5_0,  ///< 22 bytes / 32 values: d, the fifth bits qh, 16 bytes as Q4_0;  w_i = d·(q_i − 16)
+  Q4_K,  ///< 144 bytes / 256 values: d, dmin, 8 sub-blocks of 32 with 6-bit scale s and min m;
+         ///< w_i = d·s·q_i − dmin·m, q 4-bit
+  Q6_K,  ///< 210 bytes / 256 values: 16 sub-blocks of 16 with int8 scales s, then d;
+         ///< w_i = d·s·(q_i − 32), q 6-bit
+};
+
+/// The name of `format` as ggml spells it ("Q8_0", "Q4_0", "Q5_0", "Q4_K", "Q6_K").
+const char* quant_format_name(QuantFormat format);
+/// The ggml_type id of `format`.
+uint32_t quant_format_ggml_type(QuantFormat format);
+/// Values per block of `format`: 32, or 256 for the K formats' super-blocks.
+int64_t quant_block_values(QuantFormat format);
+/// Whether the Tiles8 layout (quant_gemv.h) holds `format`: Q8_0 and Q4_0; the others stay in Rows.
+bool quant_format_tiles(QuantFormat format);
+
+/// The format of ggml type `type` where it is one of these, else nullopt.
+std::optional<QuantFormat> quant_format_of_ggml_type(uint32_t type);
+/// The format named `name` ("Q8_0", "Q4_0", "Q5_0", "Q4_K", "Q6_K"); throws fbt::Error naming
+/// `origin` otherwise.
+QuantFormat quant_format_named(const std::string& name, const std::string& origin);
+
 /// The name of a ggml_type id as ggml.h spells it ("F32", "Q4_0", "Q4_K", ...), or "type N"
 /// for an id ggml does not define.
 std::string ggml_type_name(uint32_t type);
