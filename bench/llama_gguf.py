@@ -5,7 +5,8 @@ The comparison of bench/vs_llama_cpp.sh needs llama.cpp to run the same shapes f
 `small` (D=256, L=6, H=4, Hkv=2, d_ff=688, V=4096, context 256) and `llama-134m` (D=768, L=12,
 H=12, d_ff=2048, V=32000, context 512), tied embeddings as fbt's models. Weights are N(0, 0.02²);
 speed does not depend on their values. The tokenizer is a placeholder SentencePiece-type vocab
-of V pieces (llama-bench draws random token ids, it never tokenizes text). Tensors are f32, or
+of V pieces with SentencePiece's 256 byte pieces (llama-bench draws random token ids, it never
+tokenizes text; `fbt import --from gguf` needs the byte pieces). Tensors are f32, or
 Q8_0 / Q4_0 (gguf-py's reference quantisers) where their rows split into blocks of 32; others stay
 f32, as llama-quantize leaves them. In q4_0 files the tied embedding (the output head) is Q8_0, as
 fbt's `--weights int4` keeps its head (llama-quantize keeps the output layer at Q6_K).
@@ -46,9 +47,11 @@ def main() -> None:
     w.add_file_type({"q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
                      "f32": gguf.LlamaFileType.ALL_F32}[kind])
     w.add_tokenizer_model("llama")
-    w.add_token_list(["<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(3, vocab)])
+    byte_pieces = [f"<0x{b:02X}>" for b in range(256)]  # byte fallback, so that `fbt import` reads the file too
+    w.add_token_list(["<unk>", "<s>", "</s>"] + byte_pieces + [f"t{i}" for i in range(3 + 256, vocab)])
     w.add_token_scores([0.0] * vocab)
-    w.add_token_types([gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL] + [gguf.TokenType.NORMAL] * (vocab - 3))
+    w.add_token_types([gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL] +
+                      [gguf.TokenType.BYTE] * 256 + [gguf.TokenType.NORMAL] * (vocab - 3 - 256))
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
 
