@@ -3,15 +3,21 @@
 // a row's bits in any batch.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 #include <torch/torch.h>
 
 #include "fbt/infer/quant_gemv.h"
 #include "fbt/io/safetensors.h"
 #include "fbt/util/error.h"
+#include "spawn_logged.h"
+#include "temp_dir.h"
 
 namespace fbt {
 namespace {
@@ -282,6 +288,27 @@ TEST(QuantGemv, KFormatsAreReadNotWritten) {
   for (auto f : {QuantFormat::Q8_0, QuantFormat::Q4_0, QuantFormat::Q5_0, QuantFormat::Q4_K, QuantFormat::Q6_K})
     EXPECT_EQ(quant_format_named(quant_format_name(f), "test"), f);
   EXPECT_THROW(quant_format_named("Q5_K", "test"), Error);
+}
+
+// The kernels this CPU would not run: the product tests above in a child process whose dispatch
+// FBT_CPU caps at AVX2 (the K formats' ymm kernels, Q8_0/Q4_0/Q5_0 by maddubs), then at portable
+// code (the scalar and dequantising paths).
+TEST(QuantGemv, EveryInstructionSetPassesTheProductTests) {
+  testing::TempDir tmp;
+  for (const std::string level : {"avx2", "portable"}) {
+    std::vector<std::string> env{"FBT_CPU=" + level};
+    for (char** e = environ; *e; ++e)
+      if (std::string(*e).rfind("FBT_CPU=", 0) != 0) env.emplace_back(*e);
+    const auto log = tmp.path / (level + ".log");
+    const pid_t pid = testing::spawn_logged(
+        {"/proc/self/exe", "--gtest_filter=QuantGemv.EqualsTheMatmul*:QuantGemv.GgufFormats*"}, log, env);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    std::stringstream text;
+    text << std::ifstream(log).rdbuf();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "FBT_CPU=" << level << ":\n" << text.str();
+    EXPECT_NE(text.str().find("[  PASSED  ] 2 tests"), std::string::npos) << text.str();
+  }
 }
 
 }  // namespace
