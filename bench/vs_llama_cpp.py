@@ -4,7 +4,11 @@
 For each repetition and shape (`small`, `llama-134m`), runs `fbt bench` and `llama-bench` (order
 alternating between repetitions, one thread pinned to one core by default) on random weights of
 the same shape: decode of 128 tokens after a 64-token context at batch 1, and a 64-token prefill,
-in f32, and fbt's int8 / int4 decode against llama.cpp's Q8_0 / Q4_0. Prints medians and fbt / llama.cpp ratios
+in f32, and fbt's int8 / int4 decode against llama.cpp's Q8_0 / Q4_0. Where every matrix row is a
+whole number of 256-value super-blocks (`llama-134m`) and the llama.cpp build has llama-quantize,
+also a Q4_K_M file (llama-quantize of the f32 one: Q4_K, with Q6_K for half of attn_v and ffn_down
+and the tied embedding) that both decode from its own blocks: fbt imports it and keeps them
+(`fbt import --from gguf`, `fbt quantize --from-gguf`), then `fbt bench --checkpoint`. Prints medians and fbt / llama.cpp ratios
 (a markdown table: each ratio is the median of the per-repetition ratios, with their min–max spread,
 and a row is called "ahead" only when the whole spread lies above 1.0, "behind" when it lies
 below, else "within noise") and the read bandwidth `fbt bench --tests memory` measured in each repetition;
@@ -38,6 +42,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONTEXT, NEW_TOKENS, PROMPT = 64, 128, 64
+KQUANT_SHAPES = ("llama-134m",)  # every matrix row whole 256-value super-blocks (small's d_ff 688 is not)
 
 
 def run(cmd, **kw):
@@ -71,12 +76,14 @@ def spread(ratios):
     return statistics.median(ratios), lo, hi, verdict
 
 
-def fbt_run(a, shape, weights, reps):
-    """decode tokens/s (standard, soft), soft overhead, prefill tokens/s, peak RSS bytes, GB/s."""
-    tests = "decode,prefill" if weights == "fp32" else "decode"
-    out = run(pinned([a.fbt, "bench", "--preset", shape, "--tests", tests, "--batch-sizes", "1",
+def fbt_run(a, shape, weights, reps, checkpoint=None):
+    """decode tokens/s (standard, soft), soft overhead, prefill tokens/s, peak RSS bytes, GB/s: of the
+    shape's random model with `weights`, or of the run `checkpoint` (its own weights)."""
+    tests = "decode,prefill" if weights == "fp32" and not checkpoint else "decode"
+    model = ["--checkpoint", checkpoint, "--device", "cpu"] if checkpoint else ["--preset", shape, "--weights", weights]
+    out = run(pinned([a.fbt, "bench", *model, "--tests", tests, "--batch-sizes", "1",
                       "--contexts", str(CONTEXT), "--new-tokens", str(NEW_TOKENS), "--threads", str(a.threads),
-                      "--reps", str(reps), "--warmup", "1", "--weights", weights, "--format", "json"], a.threads))
+                      "--reps", str(reps), "--warmup", "1", "--format", "json"], a.threads))
     rec = json.loads(out)
     r = {}
     for row in rec["results"]:
@@ -141,6 +148,16 @@ def main():
         for kind in ("f32", "q8_0", "q4_0"):
             ggufs[shape, kind] = os.path.join(work, f"{shape}-{kind}.gguf")
             run([sys.executable, os.path.join(HERE, "llama_gguf.py"), shape, kind, ggufs[shape, kind]], env=env)
+    quantize = os.path.join(os.path.dirname(a.llama_bench), "llama-quantize")
+    k_runs = {}  # shape -> the fbt run keeping the Q4_K_M file's blocks
+    for shape in (s for s in shapes if s in KQUANT_SHAPES and os.access(quantize, os.X_OK)):
+        ggufs[shape, "q4_k_m"] = os.path.join(work, f"{shape}-q4_k_m.gguf")
+        run([quantize, ggufs[shape, "f32"], ggufs[shape, "q4_k_m"], "Q4_K_M"])
+        imported = os.path.join(work, f"{shape}-q4_k_m-import")
+        run([a.fbt, "import", "--from", "gguf", ggufs[shape, "q4_k_m"], "--out", imported])
+        k_runs[shape] = os.path.join(work, f"{shape}-q4_k_m-run")
+        run([a.fbt, "quantize", "--checkpoint", imported, "--weights", "int8", "--from-gguf", ggufs[shape, "q4_k_m"],
+             "--out", k_runs[shape]])
 
     def bandwidth():
         return json.loads(run(pinned([a.fbt, "bench", "--tests", "memory", "--threads", str(a.threads), "--reps", "3",
@@ -182,6 +199,8 @@ def main():
                     add(shape, "fbt peak RSS f32", f["decode_peak_rss_standard"])
                     add(shape, "fbt memory ratio f32", f["decode_memory_ratio_standard"])
                     add(shape, "fbt startup RSS", f["startup_rss"])
+                    if shape in k_runs:
+                        add(shape, "fbt decode q4_k_m", fbt_run(a, shape, "gguf", 3, k_runs[shape])["decode_standard"])
 
                 def llama_side():
                     nonlocal commit
@@ -191,6 +210,8 @@ def main():
                     add(shape, "llama prefill f32", llama_run(a, ggufs[shape, "f32"], 3, prefill=True)[0])
                     add(shape, "llama decode q8_0", llama_run(a, ggufs[shape, "q8_0"], 3, prefill=False)[0])
                     add(shape, "llama decode q4_0", llama_run(a, ggufs[shape, "q4_0"], 3, prefill=False)[0])
+                    if shape in k_runs:
+                        add(shape, "llama decode q4_k_m", llama_run(a, ggufs[shape, "q4_k_m"], 3, prefill=False)[0])
 
                 sides = (fbt_side, llama_side) if rep % 2 == 0 else (llama_side, fbt_side)
                 for side in sides:
@@ -227,6 +248,8 @@ def main():
         row("decode f32", "fbt decode f32", "llama decode f32")
         row("decode int8 vs Q8_0", "fbt decode int8", "llama decode q8_0")
         row("decode int4 vs Q4_0 (heads Q8_0)", "fbt decode int4", "llama decode q4_0")
+        if shape in k_runs:
+            row("decode Q4_K_M file (its own blocks)", "fbt decode q4_k_m", "llama decode q4_k_m")
         row("prefill f32", "fbt prefill f32", "llama prefill f32")
         fr, lr = med[shape, "fbt peak RSS f32"], med[shape, "llama peak RSS f32"]
         lines.append(f"| {shape} | peak RSS, f32 decode | {fr / 1e6:.0f} MB | {lr / 1e6:.0f} MB | {fr / lr:.2f}× | |")

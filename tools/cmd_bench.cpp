@@ -4,6 +4,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <iostream>
 #include <sstream>
 
@@ -13,6 +14,7 @@
 #include "fbt/bench/throughput.h"
 #include "fbt/infer/batch_gemv.h"
 #include "fbt/infer/cpu_decoder.h"
+#include "fbt/io/checkpoint.h"
 #include "fbt/io/run_dir.h"
 #include "fbt/util/atomic_file.h"
 #include "fbt/util/build_info.h"
@@ -25,7 +27,7 @@ namespace {
 
 struct BenchArgs {
   std::string preset = "small", device = "auto", format = "md", out, results_dir, decoder = "auto", dtype = "fp32",
-              hardware, weights = "fp32", activations = "int8";
+              hardware, weights = "fp32", activations = "int8", checkpoint;
   std::vector<std::string> tests{"train", "prefill", "decode"};
   std::vector<int64_t> passes{1, 2, 3}, batch_sizes{1, 8}, contexts{64, 128};
   int64_t train_batch = 8, train_seq = 0, new_tokens = 64, reps = 5, warmup = 1, peak_size = 0;
@@ -103,10 +105,11 @@ void add_memory_rows(const BenchArgs& a, nlohmann::json& record) {
   }
 }
 
-/// Runs the selected measurements; returns the JSON record (rows under "results").
-nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
+/// Runs the selected measurements of the preset's random model, or of the run --checkpoint names
+/// (`config` its config: prefill and decode only, loaded after the runtime's memory is measured);
+/// returns the JSON record (rows under "results").
+nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device, const ModelConfig& config) {
   const int64_t startup_rss = resident_bytes();  // the runtime alone
-  const auto config = bench_shape(a.preset);
   auto train = TrainConfig::preset(a.preset == "1b" ? "1b" : "debug");
   if (device.is_cuda()) torch::manual_seed(a.seed);
   const auto peak_dtype = device.is_cuda() ? torch::kBFloat16 : torch::kFloat;
@@ -117,7 +120,7 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
   const int64_t startup_anonymous = anonymous_resident_bytes();
   nlohmann::json record = {
       {"tool", "fbt bench"},
-      {"preset", a.preset},
+      {"preset", a.checkpoint.empty() ? a.preset : "checkpoint"},
       {"device", device.str()},
       {"threads", torch::get_num_threads()},
       {"decode_kernel_threads", decode_kernel_threads()},
@@ -131,6 +134,11 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
       {"startup_anonymous_rss_bytes", startup_anonymous},
       {"matmul_peak", {{"flops_per_s", peak}, {"dtype", device.is_cuda() ? "bf16" : "fp32"}, {"n", peak_n}}},
       {"results", nlohmann::json::array()}};
+  std::optional<LoadedCheckpoint> checkpoint;
+  if (!a.checkpoint.empty()) {
+    checkpoint = load_checkpoint(a.checkpoint, "cpu");
+    record["checkpoint"] = checkpoint->model_file;
+  }
   // Each row as soon as it is measured, on stderr: a run stopped by a time limit (the GPU check's
   // steps) still shows what it measured and where it was.
   auto add_row = [&record](nlohmann::json row) {
@@ -168,9 +176,9 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
     if (wants(a, "memory")) add_memory_rows(a, record);
     return record;
   }
-  auto model = fresh_model();
+  auto model = checkpoint ? checkpoint->model : fresh_model();
   if (a.dtype == "bf16") model->to(torch::kBFloat16);
-  if (device.is_cpu()) move_to_huge_pages(model->parameters());  // where load_model puts a checkpoint's weights
+  if (device.is_cpu() && !checkpoint) move_to_huge_pages(model->parameters());  // where load_model puts a checkpoint's
   record["inference_dtype"] = a.dtype;
   const bool cpu_decoder = a.decoder == "cpu" || (a.decoder == "auto" && CpuDecoder::supports(model));
   if (a.decoder == "cpu" && !CpuDecoder::supports(model))
@@ -181,16 +189,19 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device) {
                                             : BenchDecoder::Generic;
   record["decoder"] = a.decoder == "graph" ? "graph" : cpu_decoder ? "cpu" : "generic";
   CpuDecoderOptions cpu_options;
-  cpu_options.weights = parse_decode_weights(a.weights, "--weights");
+  cpu_options.weights = parse_decode_weights(checkpoint ? run_weights(*checkpoint, a.weights) : a.weights, "--weights");
+  if (checkpoint) cpu_options.prequantized = checkpoint->info.quantized;
   cpu_options.activations = a.activations == "fp32" ? Q8Activations::Fp32 : Q8Activations::Int8;
   if (cpu_options.weights != DecodeWeights::Fp32 && !cpu_decoder)
     throw Error(
         "--weights " + a.weights +
         ": only the dedicated CPU decode step (--decoder auto or cpu, fp32 model on the CPU) has quantised weights");
-  record["weights"] = a.weights;
+  record["weights"] = checkpoint ? run_weights(*checkpoint, a.weights) : a.weights;
   if (cpu_options.weights != DecodeWeights::Fp32) record["activations"] = a.activations;
-  int64_t model_bytes = 0;  // every parameter (the norms and the embedding too)
+  int64_t model_bytes = 0;  // every parameter (the norms and the embedding too), and a quantised run's blocks
   for (const auto& p : model->parameters()) model_bytes += p.numel() * int64_t(p.element_size());
+  if (cpu_options.prequantized)
+    for (const auto& g : cpu_options.prequantized->groups) model_bytes += g.bytes();
   for (int64_t batch : a.batch_sizes) {
     for (int64_t context : a.contexts) {
       if (wants(a, "prefill")) {
@@ -337,8 +348,8 @@ std::string markdown(const nlohmann::json& r) {
 
 /// The shapes of every selected measurement against the model context, before any is run (the
 /// library checks them again, but only when it reaches them, minutes later).
-void check_shapes(const BenchArgs& a) {
-  const int64_t context = bench_shape(a.preset).context;
+void check_shapes(const BenchArgs& a, const ModelConfig& config) {
+  const int64_t context = config.context;
   if (wants(a, "train") && a.train_seq > context)
     throw Error("--train-seq " + std::to_string(a.train_seq) + " exceeds the model context " + std::to_string(context));
   for (int64_t c : a.contexts) {
@@ -366,11 +377,17 @@ void run(const BenchArgs& a) {
   for (const auto& t : a.tests)
     if (t != "train" && t != "prefill" && t != "decode" && t != "memory")
       throw Error("--tests: unknown test '" + t + "' (expected train, prefill, decode, memory)");
-  check_shapes(a);
+  auto config = bench_shape(a.preset);
+  if (!a.checkpoint.empty()) {
+    if (wants(a, "train")) throw Error("--tests train: a --checkpoint is benchmarked for prefill and decode only");
+    if (a.device != "cpu") throw Error("--checkpoint: benchmarks the CPU decode step (give --device cpu)");
+    config = read_checkpoint_info(resolve_checkpoint(a.checkpoint)).config;  // the metadata: no weights yet
+  }
+  check_shapes(a, config);
   check_output_file("--out", a.out);
   check_output_dir("--results-dir", a.results_dir);
   const torch::Device device = parse_device(a.device);
-  const auto record = run_bench(a, device);
+  const auto record = run_bench(a, device, config);
   const std::string text = a.format == "json" ? record.dump(2) + "\n" : markdown(record);
   std::cout << text;
   if (!a.out.empty()) write_file_atomic(a.out, text);
@@ -378,9 +395,9 @@ void run(const BenchArgs& a) {
     std::error_code ec;
     std::filesystem::create_directories(a.results_dir, ec);
     if (ec) throw Error("--results-dir " + a.results_dir + ": cannot create the directory (" + ec.message() + ")");
-    const std::string path =
-        unused_stem(a.results_dir + "/" + a.preset + "_" + record["hardware"].get<std::string>() + "_" +
-                    record["date"].get<std::string>() + (a.decoder == "graph" ? "_graph" : ""));
+    const std::string path = unused_stem(a.results_dir + "/" + record["preset"].get<std::string>() + "_" +
+                                         record["hardware"].get<std::string>() + "_" +
+                                         record["date"].get<std::string>() + (a.decoder == "graph" ? "_graph" : ""));
     write_file_atomic(path + ".md", markdown(record));
     write_file_atomic(path + ".json", record.dump(2) + "\n");
     std::cerr << "wrote " << path << ".md and .json\n";
@@ -399,6 +416,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--tests", a->tests, "Any of train, prefill, decode, memory (read and triad bandwidth)")
       ->delimiter(',')
       ->capture_default_str();
+  cmd->add_option("--checkpoint", a->checkpoint,
+                  "A run (fp32, or quantised by fbt quantize, e.g. a GGUF file's blocks) to benchmark instead of "
+                  "--preset's random model: prefill and decode on the CPU (--device cpu)");
   cmd->add_option("--device", a->device, "cpu, cuda or auto (CUDA when available)")->capture_default_str();
   add_threads_option(cmd);
   cmd->add_option("--reps", a->reps, "Timed repetitions per measurement")
