@@ -96,11 +96,13 @@ enum class Q8Activations {
 ///
 /// Q5_0 takes Q4_0's steps with values q − 16. The K formats, with int8 activations in blocks of 32
 /// (not llama.cpp's Q8_K blocks of 256: the activations are quantised once, by one rule, for every
-/// format), add per 32-value block: Q4_K fma(float(Σ q·xq), d·s·d_x) into two chains (even and odd
-/// sub-blocks) and dmin·m·d_x·Σxq into a third, subtracted at the end; Q6_K the exact int32
-/// s_a·Σ_(first 16)(q − 32)·xq + s_b·Σ_(last 16)(q − 32)·xq times d·d_x. Their portable code (and
-/// every K product with fp32 activations) dequantises a super-block (gguf_quants.h) and sums
-/// w·(xq·d_x) or w·x. Rows of the K formats stay in the Rows layout.
+/// format), per 32-value block: Q4_K float(Σ q·xq) times fp32((d·s)·d_x), less (dmin·m)·(d_x·Σxq)
+/// in a chain of its own; Q6_K 4-value sums of (q − 32)·xq (exact int32) times their 16-value
+/// sub-block's scale s and d·d_x. On AVX-512 VNNI CPUs two blocks share a 512-bit vpdpbusd and one
+/// chain of fused multiply-adds (other bits than the AVX2 kernel's, whose even and odd blocks go
+/// to two chains; a process runs one). Their portable code (and every K product with fp32
+/// activations) dequantises a super-block (gguf_quants.h) and sums w·(xq·d_x) or w·x. The K
+/// formats and Q5_0 stay in the Rows layout. FBT_CPU (cpu_features.h) caps the kernels' level.
 ///
 /// y's rows are `ldy` apart (0: N), so products of stacked matrices in several formats fill their
 /// columns of one output.
