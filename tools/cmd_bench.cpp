@@ -138,6 +138,12 @@ nlohmann::json run_bench(const BenchArgs& a, const torch::Device& device, const 
   if (!a.checkpoint.empty()) {
     checkpoint = load_checkpoint(a.checkpoint, "cpu");
     record["checkpoint"] = checkpoint->model_file;
+    if (checkpoint->info.quantized) {  // the run's block formats, by the parameters each holds
+      nlohmann::json blocks = nlohmann::json::object();
+      for (const auto& g : checkpoint->info.quantized->groups)
+        blocks[g.format] = blocks.value(g.format, int64_t(0)) + int64_t(g.parts.size());
+      record["weight_blocks"] = blocks;
+    }
   }
   // Each row as soon as it is measured, on stderr: a run stopped by a time limit (the GPU check's
   // steps) still shows what it measured and where it was.
@@ -318,14 +324,17 @@ std::string markdown(const nlohmann::json& r) {
           "|\n|---|---|---|---|---|---|---|\n");
   section("prefill", "Prefill (decoder cpu: CpuDecoder::prefill, as fbt generate runs it; generic: libtorch)",
           "| mode | decoder | batch | context | tokens/s | peak MB |\n|---|---|---|---|---|---|\n");
-  section("decode",
-          "Decode (greedy, after a plain prefill of `context` tokens; " +
-              (r.contains("decoder") ? r["decoder"].get<std::string>() : std::string("no")) + " decoder, " +
-              (r.contains("weights") ? r["weights"].get<std::string>() : std::string("fp32")) + " weights" +
-              (r.contains("activations") ? ", " + r["activations"].get<std::string>() + " activations" : "") + ")",
-          "| mode | batch | context | tokens/s | ms/step | weights GB/s (of read bandwidth) | overhead vs standard | "
-          "peak MB |"
-          " (anonymous RSS − the runtime's) / (model + KV) |\n|---|---|---|---|---|---|---|---|---|\n");
+  section(
+      "decode",
+      "Decode (greedy, after a plain prefill of `context` tokens; " +
+          (r.contains("decoder") ? r["decoder"].get<std::string>() : std::string("no")) + " decoder, " +
+          (r.contains("weights") ? r["weights"].get<std::string>() : std::string("fp32")) + " weights" +
+          (r.contains("weight_blocks") ? " (the run's blocks, parameters per format: " + r["weight_blocks"].dump() + ")"
+                                       : std::string()) +
+          (r.contains("activations") ? ", " + r["activations"].get<std::string>() + " activations" : "") + ")",
+      "| mode | batch | context | tokens/s | ms/step | weights GB/s (of read bandwidth) | overhead vs standard | "
+      "peak MB |"
+      " (anonymous RSS − the runtime's) / (model + KV) |\n|---|---|---|---|---|---|---|---|---|\n");
   o << "\nMFU = model FLOPs (6·N per token per pass + 12·L·D·T attention, PaLM App. B; N = matmul weights,"
        " fusion included in passes ≥ 2) / step time / measured matmul peak. Weights GB/s: the matrix weights a"
        " decode step reads (all of them, once per step; KV cache and norms not counted) / median step time,"

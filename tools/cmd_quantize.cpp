@@ -2,6 +2,7 @@
 // matrix products are stored as Q8_0 / Q4_0 blocks (quantized_checkpoint.h), or as the blocks of the
 // GGUF file the run was imported from, which generate, chat, serve and eval's generation tasks load
 // without materialising the fp32 matrices.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -75,8 +76,10 @@ void run_quantize(const QuantizeArgs& a) {
     std::cout << "kept the blocks of " << a.from_gguf << ":";
     for (const auto& [type, count] : from_file.kept) std::cout << " " << count << " " << type;
     std::cout << " tensors; quantised to " << a.weights << " from fp32: " << from_file.requantised.size()
-              << " parameters" << (from_file.requantised.empty() ? "" : " (" + from_file.requantised[0] + ", ...)")
-              << "\n";
+              << " parameters";
+    for (size_t i = 0; i < std::min<size_t>(from_file.requantised.size(), 4); ++i)
+      std::cout << (i == 0 ? " (" : ", ") << from_file.requantised[i];
+    std::cout << (from_file.requantised.size() > 4 ? ", ...)" : from_file.requantised.empty() ? "" : ")") << "\n";
   }
 }
 

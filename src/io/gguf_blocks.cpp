@@ -23,14 +23,14 @@ struct PartBlocks {
   std::vector<uint8_t> owned;  ///< the file's blocks, where kept
 };
 
-/// The file's blocks of parameter `name` (`value`: its fp32 weights) as `part`, if the file stores
-/// them in a format quant_linear reads; checked to dequantise to `value` exactly.
+/// Checks that `file`'s tensor of parameter `name` (if it has one: not the fusion) dequantises
+/// exactly to `value`, the parameter's fp32 weights, whatever its type; then, where the type is one
+/// quant_linear reads, sets `part` to the file's blocks and returns true.
 bool read_file_blocks(const GgufFile& file, const std::string& arch, const ModelConfig& config, const std::string& name,
                       const torch::Tensor& value, PartBlocks& part) {
   const auto tensor = gguf_tensor_name(name);
   const auto* info = tensor.empty() ? nullptr : file.find(tensor);
-  const auto format = info ? quant_format_of_ggml_type(info->type) : std::nullopt;
-  if (!format) return false;
+  if (!info) return false;
   const std::string where =
       "--from-gguf '" + file.path + "': tensor '" + tensor + "' (" + ggml_type_name(info->type) + ")";
   if (info->shape() != value.sizes().vec())
@@ -43,16 +43,19 @@ bool read_file_blocks(const GgufFile& file, const std::string& arch, const Model
   } catch (const Error& e) {
     throw Error(where + ": " + e.what());
   }
-  if (const int64_t heads = gguf_permuted_heads(tensor, arch, config)) {  // whole rows of blocks move
-    values = unpermute_llama_qk(values, heads);
-    const auto rows = torch::from_blob(bytes.data(), {value.size(0), row_bytes(*format, value.size(1))}, torch::kUInt8);
-    const auto unpermuted = unpermute_llama_qk(rows, heads);
-    std::memcpy(bytes.data(), unpermuted.data_ptr<uint8_t>(), bytes.size());
-  }
+  const int64_t heads = gguf_permuted_heads(tensor, arch, config);
+  if (heads) values = unpermute_llama_qk(values, heads);
   if (!torch::equal(values, value))
     throw Error(where + " does not dequantise to parameter '" + name + "' (max difference " +
                 std::to_string((values - value).abs().max().item<double>()) +
                 "): the run was trained after its import, or imported from another file");
+  const auto format = quant_format_of_ggml_type(info->type);
+  if (!format) return false;  // checked, but quantised from fp32 as --weights says
+  if (heads) {                // whole rows of blocks move
+    const auto rows = torch::from_blob(bytes.data(), {value.size(0), row_bytes(*format, value.size(1))}, torch::kUInt8);
+    const auto unpermuted = unpermute_llama_qk(rows, heads);
+    std::memcpy(bytes.data(), unpermuted.data_ptr<uint8_t>(), bytes.size());
+  }
   part.format = *format;
   part.owned = std::move(bytes);
   part.bytes = part.owned.data();

@@ -1,7 +1,7 @@
 // A quantised run with a GGUF file's own blocks (gguf_blocks.h, `fbt quantize --from-gguf`): a
 // Q4_K_M file written by llama.cpp's llama-quantize (tests/fixtures/gguf/make_k_quant_fixtures.py)
 // decodes from its Q4_K and Q6_K blocks to transformers' logits of the same file; a run trained
-// after its import, or another file, is refused.
+// after its import, another model's file or the same model's at another quantisation is refused.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -113,6 +113,11 @@ TEST(GgufBlocks, ATrainedRunOrAnotherFileIsRefused) {
                 "trained after its import"});
   auto other = import_gguf_model((kDir / "llama_untied_q8_0.gguf").string());
   expect_error([&] { file_groups(path, other.model); }, {path, "has shape", "not the file this run was imported from"});
+  // The same model at another quantisation (Q5_K_M with Q3_K embeddings and a Q2_K head): its
+  // tensors are checked even where their type is not kept (Q5_K).
+  auto same = import_gguf_model(path);
+  const auto mix = (kDir / "llama_k_mix.gguf").string();
+  expect_error([&] { file_groups(mix, same.model); }, {mix, "does not dequantise to parameter"});
 }
 
 }  // namespace

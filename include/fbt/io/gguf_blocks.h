@@ -31,9 +31,10 @@ struct GgufBlockGroups {
 /// (a Q4_K_M file stores attn_v in Q6_K beside a Q4_K attn_q). Every other parameter (the fusion,
 /// types quant_linear does not read) keeps its blocks from `groups`.
 ///
-/// Each kept tensor must dequantise to exactly the model's parameter: the model was imported from
-/// this file and not trained since. Throws fbt::Error naming the file, the tensor and the parameter
-/// for a tensor that differs or has another shape, or for a read error.
+/// Every tensor of the file that a grouped parameter maps to, kept or not, must dequantise to
+/// exactly the model's parameter: the model was imported from this file and not trained since.
+/// Throws fbt::Error naming the file, the tensor and the parameter for a tensor that differs or has
+/// another shape, or for a read error.
 GgufBlockGroups gguf_block_groups(const GgufFile& file, FBT& model, const std::vector<QuantizedGroup>& groups);
 
 }  // namespace fbt
