@@ -239,7 +239,8 @@ CpuDecoder::CpuDecoder(FBT& model, CpuDecoderOptions options)
   else if (kernel_layout() != QuantLayout::Tiles8 &&  // load_model put the run's blocks in one mapping, in tiles
            std::any_of(options_.prequantized->groups.begin(), options_.prequantized->groups.end(),
                        [](const QuantizedGroup& g) { return g.tiled; }))
-    throw Error("a quantised run's Q8_0 and Q4_0 blocks are in tiles of 8 rows, which only int8 activations read");
+    throw Error(
+        "a quantised run's Q8_0, Q4_0 and Q5_0 blocks are in tiles of 8 rows, which only int8 activations read");
   const int64_t Dh = config_.head_dim();
   for (int64_t i = 0; i < Dh / 2; ++i)  // as make_rope: θ^(-(2i)/Dh) in fp32
     inv_freq_.push_back(std::pow(float(config_.rope_theta), -float(2 * i) / float(Dh)));

@@ -357,7 +357,7 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256i broadcast4(const int8_t*
 }
 
 /// One tile block column's weights as register operands, w[k] holding values 4k..4k+3 of the 8
-/// rows: Q4_0 as unsigned nibbles; Q8_0 as int8, with a[k] = |w[k]|.
+/// rows: Q4_0 as unsigned nibbles, Q5_0 as unsigned 5-bit q (0..31); Q8_0 as int8, with a[k] = |w[k]|.
 template <QuantFormat F>
 struct TileWeights {
   __m256i w[8], a[F == QuantFormat::Q8_0 ? 8 : 1];
@@ -371,21 +371,36 @@ __attribute__((target("avx2,fma,f16c"))) inline void load_tile_weights(const uin
       t.a[k] = _mm256_sign_epi8(t.w[k], t.w[k]);
     }
   } else {
+    const uint8_t* qs = values + (F == QuantFormat::Q5_0 ? 32 : 0);  // Q5_0: after the rows' qh
     const __m256i nibble = _mm256_set1_epi8(0x0F);
     for (int c = 0; c < 4; ++c) {
-      const __m256i chunk = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + 32 * c));
+      const __m256i chunk = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
       t.w[c] = _mm256_and_si256(chunk, nibble);
       t.w[c + 4] = _mm256_and_si256(_mm256_srli_epi16(chunk, 4), nibble);
+    }
+    if constexpr (F == QuantFormat::Q5_0) {
+      // Lane r of qh is row r's fifth bits (bit j: value j). Values `first`..first+3 of w[k]: their 4
+      // bits to bit 0 of bytes 0..3 (× 0x00204081 puts bit j at bit 8j, the copies never overlap),
+      // then 0x10.
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values));
+      for (int k = 0; k < 8; ++k) {
+        const int first = 4 * k;  // w[k] holds values 4k..4k+3 (k ≥ 4: the high nibbles)
+        const __m256i bits = _mm256_and_si256(_mm256_srl_epi32(qh, _mm_cvtsi32_si128(first)), _mm256_set1_epi32(0xF));
+        const __m256i spread =
+            _mm256_and_si256(_mm256_mullo_epi32(bits, _mm256_set1_epi32(0x00204081)), _mm256_set1_epi32(0x01010101));
+        t.w[k] = _mm256_or_si256(t.w[k], _mm256_slli_epi32(spread, 4));
+      }
     }
   }
 }
 
 /// Lane r: the exact int32 dot product of block row r with the block's 32 int8 inputs xq (Q4_0:
-/// Σ q·xq − 8·Σxq, `sx`) by vpdpbusd in two chains (Q8_0: |w| against sign(w)·x, as block_dot_i8).
+/// Σ q·xq − 8·Σxq, `sx`; Q5_0: − 16·Σxq) by vpdpbusd in two chains (Q8_0: |w| against sign(w)·x,
+/// as block_dot_i8).
 template <QuantFormat F>
 __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"))) inline __m256i tile8_sums_vnni(
     const TileWeights<F>& t, const int8_t* xq, int32_t sx) {
-  __m256i even = F == QuantFormat::Q4_0 ? _mm256_set1_epi32(-8 * sx) : _mm256_setzero_si256();
+  __m256i even = _mm256_set1_epi32(-centre_of(F) * sx);
   __m256i odd = _mm256_setzero_si256();
   for (int k = 0; k < 8; k += 2) {
     if constexpr (F == QuantFormat::Q8_0) {
@@ -400,7 +415,8 @@ __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"))) inline __m2
 }
 
 /// tile8_sums_vnni's integers by maddubs: Q4_0's products added in int16 (|Σ| ≤ 8·2·15·127 =
-/// 30480 < 2¹⁵), Q8_0's widened one by one (2·127² fits int16, twice that would not).
+/// 30480 < 2¹⁵), Q5_0's four k at a time (4·2·31·127 = 31496), Q8_0's widened one by one (2·127²
+/// fits int16, twice that would not).
 template <QuantFormat F>
 __attribute__((target("avx2,fma,f16c"))) inline __m256i tile8_sums_avx2(const TileWeights<F>& t, const int8_t* xq,
                                                                         int32_t sx) {
@@ -413,9 +429,15 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256i tile8_sums_avx2(const Ti
     }
     return sums;
   } else {
-    __m256i pairs = _mm256_maddubs_epi16(t.w[0], broadcast4(xq, 0));
-    for (int k = 1; k < 8; ++k) pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(t.w[k], broadcast4(xq, k)));
-    return _mm256_add_epi32(_mm256_madd_epi16(pairs, ones), _mm256_set1_epi32(-8 * sx));
+    constexpr int group = F == QuantFormat::Q5_0 ? 4 : 8;  // k added in int16 before widening
+    __m256i sums = _mm256_set1_epi32(-centre_of(F) * sx);
+    for (int k0 = 0; k0 < 8; k0 += group) {
+      __m256i pairs = _mm256_maddubs_epi16(t.w[k0], broadcast4(xq, k0));
+      for (int k = k0 + 1; k < k0 + group; ++k)
+        pairs = _mm256_add_epi16(pairs, _mm256_maddubs_epi16(t.w[k], broadcast4(xq, k)));
+      sums = _mm256_add_epi32(sums, _mm256_madd_epi16(pairs, ones));
+    }
+    return sums;
   }
 }
 
@@ -439,7 +461,7 @@ __attribute__((target("avx2,fma,f16c"))) inline void tile8_avx2(const QuantMatri
 #pragma GCC unroll 4
     for (int c = 0; c < BC; ++c) {
       const int64_t at = (b0 + c) * nb + ib;
-      const int32_t sx = F == QuantFormat::Q4_0 ? in.sx[at] : 0;
+      const int32_t sx = F != QuantFormat::Q8_0 ? in.sx[at] : 0;
       __m256i s;
       if constexpr (VNNI)
         s = tile8_sums_vnni<F>(weights, in.xq + at * kBlock, sx);
@@ -478,12 +500,14 @@ __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"), flatten)) vo
 /// rows with the last tiles.
 void tiles8_linear(const QuantMatrix& W, const Inputs& in, int64_t B, float* y, int64_t ldy) {
   const int64_t tiles = W.tiled_rows() / 8, N = W.rows();
-  const bool q8 = W.format() == QuantFormat::Q8_0;
+  const bool vnni = cpu_has_avx512_vnni();
   RowsFn simd = nullptr;
-  if (cpu_has_avx512_vnni())
-    simd = q8 ? tiles8_vnni<QuantFormat::Q8_0> : tiles8_vnni<QuantFormat::Q4_0>;
-  else if (cpu_has_avx2())
-    simd = q8 ? tiles8_avx2<QuantFormat::Q8_0> : tiles8_avx2<QuantFormat::Q4_0>;
+  if (cpu_has_avx2()) switch (W.format()) {
+      case QuantFormat::Q8_0: simd = vnni ? tiles8_vnni<QuantFormat::Q8_0> : tiles8_avx2<QuantFormat::Q8_0>; break;
+      case QuantFormat::Q4_0: simd = vnni ? tiles8_vnni<QuantFormat::Q4_0> : tiles8_avx2<QuantFormat::Q4_0>; break;
+      case QuantFormat::Q5_0: simd = vnni ? tiles8_vnni<QuantFormat::Q5_0> : tiles8_avx2<QuantFormat::Q5_0>; break;
+      default: break;  // the K formats have no tiles
+    }
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 13) / in.K);  // quant_linear's grain of rows / 8
   at::parallel_for(0, tiles + 1, grain, [&](int64_t t0, int64_t t1) {
     const int64_t last = std::min(t1, tiles);  // index `tiles` stands for the rows after the tiles
@@ -531,7 +555,7 @@ void QuantMatrix::move_to(uint8_t* destination, std::shared_ptr<uint8_t> owner, 
   if (layout != layout_ && layout_ != QuantLayout::Rows)
     throw Error("QuantMatrix::move_to: blocks in tiles of 8 rows cannot go back to rows");
   if (layout == QuantLayout::Tiles8 && !quant_format_tiles(format_))
-    throw Error(std::string("QuantMatrix::move_to: tiles of 8 rows hold Q8_0 or Q4_0 blocks, not ") +
+    throw Error(std::string("QuantMatrix::move_to: tiles of 8 rows hold Q8_0, Q4_0 or Q5_0 blocks, not ") +
                 quant_format_name(format_));
   std::memcpy(destination, data_, size_t(bytes_));
   if (layout != layout_) tile8_blocks(quant_format_ggml_type(format_), rows_, cols_, destination);
@@ -547,7 +571,7 @@ QuantMatrix QuantMatrix::from_blocks(QuantFormat format, int64_t N, int64_t K, c
     throw Error(std::string(quant_format_name(format)) + " needs rows of a positive multiple of " +
                 std::to_string(values) + " values (got " + std::to_string(K) + ")");
   if (layout == QuantLayout::Tiles8 && !quant_format_tiles(format))
-    throw Error(std::string("tiles of 8 rows hold Q8_0 or Q4_0 blocks, not ") + quant_format_name(format));
+    throw Error(std::string("tiles of 8 rows hold Q8_0, Q4_0 or Q5_0 blocks, not ") + quant_format_name(format));
   QuantMatrix m;
   m.format_ = format;
   m.layout_ = layout;
@@ -560,7 +584,7 @@ QuantMatrix QuantMatrix::from_blocks(QuantFormat format, int64_t N, int64_t K, c
 }
 
 QuantMatrix QuantMatrix::quantize(QuantFormat format, const float* W, int64_t N, int64_t K) {
-  if (!quant_format_tiles(format))  // the formats fbt writes itself are those its tiles hold
+  if (format != QuantFormat::Q8_0 && format != QuantFormat::Q4_0)
     throw Error(std::string("fbt quantises to Q8_0 and Q4_0, not ") + quant_format_name(format) +
                 " (whose blocks come from GGUF files)");
   const int64_t bytes = N * K / kBlock * block_bytes_of(format);

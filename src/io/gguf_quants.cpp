@@ -283,7 +283,7 @@ int64_t quant_block_values(QuantFormat format) {
   return format == QuantFormat::Q4_K || format == QuantFormat::Q6_K ? kSuperBlock : kGgmlBlock;
 }
 
-bool quant_format_tiles(QuantFormat format) { return format == QuantFormat::Q8_0 || format == QuantFormat::Q4_0; }
+bool quant_format_tiles(QuantFormat format) { return quant_block_values(format) == kGgmlBlock; }
 
 std::optional<QuantFormat> quant_format_of_ggml_type(uint32_t type) {
   for (auto f : {QuantFormat::Q8_0, QuantFormat::Q4_0, QuantFormat::Q5_0, QuantFormat::Q4_K, QuantFormat::Q6_K})
@@ -302,10 +302,10 @@ std::string ggml_supported_types() {
 }
 
 namespace {
-/// Bytes of a Q8_0 / Q4_0 block and of its values (after the 2-byte scale); throws for other types.
+/// Bytes of a Q8_0 / Q4_0 / Q5_0 block; throws for other types.
 int64_t tile8_block_bytes(uint32_t type) {
-  if (type != kGgmlQ8_0 && type != kGgmlQ4_0)
-    throw Error("tiles of 8 rows hold Q8_0 or Q4_0 blocks, not " + ggml_type_name(type));
+  if (type != kGgmlQ8_0 && type != kGgmlQ4_0 && type != kGgmlQ5_0)
+    throw Error("tiles of 8 rows hold Q8_0, Q4_0 or Q5_0 blocks, not " + ggml_type_name(type));
   return ggml_block_layout(type)->bytes;
 }
 }  // namespace

@@ -146,7 +146,7 @@ FBT QuantizedPlacement::finish(const TensorFile& file, std::shared_ptr<const Qua
     if (!read.count(g.tensor_name())) throw Error(path_ + ": missing tensor '" + g.tensor_name() + "'");
   for (const auto& p : params_)
     if (!grouped.count(p.key()) && !read.count(p.key())) throw Error(path_ + ": missing tensor '" + p.key() + "'");
-  for (auto& g : quantized_.groups) {  // the decoder's kernels read Q8_0 and Q4_0 in tiles: no second copy
+  for (auto& g : quantized_.groups) {  // the decoder's kernels read Q8_0, Q4_0 and Q5_0 in tiles: no second copy
     const auto format = format_of(g);
     if (!quant_format_tiles(format)) continue;
     tile8_blocks(quant_format_ggml_type(format), g.rows, g.cols, const_cast<uint8_t*>(g.blocks));

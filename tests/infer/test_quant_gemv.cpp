@@ -243,18 +243,25 @@ std::pair<QuantMatrix, torch::Tensor> blocks_matrix(QuantFormat format, int64_t 
 // both activation kinds, with N odd (tiles of four rows and single rows) and B = 1..6; a row is
 // the same bits alone or in a batch, and written at any output stride.
 TEST(QuantGemv, GgufFormatsEqualTheProductOfTheirValuesAndARowIsTheSameInAnyBatch) {
-  for (auto format : {QuantFormat::Q5_0, QuantFormat::Q4_K, QuantFormat::Q6_K})
+  for (auto [format, layout] : {std::pair{QuantFormat::Q5_0, QuantLayout::Rows},
+                                {QuantFormat::Q5_0, QuantLayout::Tiles8},
+                                {QuantFormat::Q4_K, QuantLayout::Rows},
+                                {QuantFormat::Q6_K, QuantLayout::Rows}})
     for (bool from_fixture : {true, false}) {
-      const int64_t N = 13, K = format == QuantFormat::Q5_0 ? 96 : 768;
+      const int64_t N = 13, K = format == QuantFormat::Q5_0 ? 96 : 768;  // Tiles8: one tile and 5 rows
       auto [q, W] = blocks_matrix(format, N, K, from_fixture);
+      if (layout == QuantLayout::Tiles8) q = tiled(q);
       torch::manual_seed(K);
       auto x = torch::randn({6, K});
       for (auto act : {Q8Activations::Int8, Q8Activations::Fp32}) {
+        if (layout == QuantLayout::Tiles8 && act == Q8Activations::Fp32) continue;
         auto xin = act == Q8Activations::Int8 ? q8_round_trip(x) : x.to(torch::kDouble);
         const auto Wd = W.to(torch::kDouble);
         for (int64_t B = 1; B <= 6; ++B) {
-          const std::string where = std::string(quant_format_name(format)) + (from_fixture ? " gguf-py" : " random") +
-                                    " B " + std::to_string(B) + (act == Q8Activations::Int8 ? " int8" : " fp32");
+          const std::string where = std::string(quant_format_name(format)) +
+                                    (layout == QuantLayout::Tiles8 ? " tiles8" : "") +
+                                    (from_fixture ? " gguf-py" : " random") + " B " + std::to_string(B) +
+                                    (act == Q8Activations::Int8 ? " int8" : " fp32");
           const int64_t ldy = N + 3;  // y's rows apart: the columns of a wider output
           auto y = torch::full({B, ldy}, -7.0f);
           quant_linear(x.data_ptr<float>(), B, q, y.data_ptr<float>(), act, ldy);

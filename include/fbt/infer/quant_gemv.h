@@ -102,7 +102,7 @@ enum class Q8Activations {
 /// chain of fused multiply-adds (other bits than the AVX2 kernel's, whose even and odd blocks go
 /// to two chains; a process runs one). Their portable code (and every K product with fp32
 /// activations) dequantises a super-block (gguf_quants.h) and sums w·(xq·d_x) or w·x. The K
-/// formats and Q5_0 stay in the Rows layout. FBT_CPU (cpu_features.h) caps the kernels' level.
+/// formats stay in the Rows layout. FBT_CPU (cpu_features.h) caps the kernels' level.
 ///
 /// y's rows are `ldy` apart (0: N), so products of stacked matrices in several formats fill their
 /// columns of one output.

@@ -32,7 +32,7 @@ const char* quant_format_name(QuantFormat format);
 uint32_t quant_format_ggml_type(QuantFormat format);
 /// Values per block of `format`: 32, or 256 for the K formats' super-blocks.
 int64_t quant_block_values(QuantFormat format);
-/// Whether the Tiles8 layout (quant_gemv.h) holds `format`: Q8_0 and Q4_0; the others stay in Rows.
+/// Whether the Tiles8 layout (quant_gemv.h) holds `format`: Q8_0, Q4_0 and Q5_0; the K formats stay in Rows.
 bool quant_format_tiles(QuantFormat format);
 
 /// The format of ggml type `type` where it is one of these, else nullopt.
@@ -78,17 +78,18 @@ torch::Tensor dequantize_ggml(uint32_t type, const uint8_t* data, int64_t n);
 /// dequantize_ggml into out [n] (fp32) for a block type (any supported type but F32, F16, BF16).
 void dequantize_blocks(uint32_t type, const uint8_t* data, int64_t n, float* out);
 
-/// Reorders the rows × cols/32 blocks of a Q8_0 or Q4_0 matrix at `data`, in ggml's row-major
-/// layout, in place into tiles of 8 rows (the layout of fbt's int8-activation kernels,
+/// Reorders the rows × cols/32 blocks of a Q8_0, Q4_0 or Q5_0 matrix at `data`, in ggml's
+/// row-major layout, in place into tiles of 8 rows (the layout of fbt's int8-activation kernels,
 /// quant_gemv.h's QuantLayout::Tiles8; the idea of llama.cpp's Q4_0 repacking): tile t (rows
 /// 8t..8t+7) holds its block columns ib = 0.. one after the other, each as the 8 rows' fp16 scales
-/// (16 bytes) then chunks of 32 bytes, chunk c holding bytes 4c..4c+3 of each row's values in row
-/// order (Q8_0: 8 chunks, values 4c..4c+3; Q4_0: 4 chunks, whose low nibbles are values 4c..4c+3
-/// and high nibbles values 16+4c..19+4c); the last rows mod 8 stay row-major after the tiles. The
-/// same bytes, permuted within each tile. Throws fbt::Error for another type.
+/// (16 bytes) then chunks of 32 bytes, chunk c holding bytes 4c..4c+3 of each row's bytes after its
+/// scale in row order (Q8_0: 8 chunks, values 4c..4c+3; Q4_0: 4 chunks, whose low nibbles are
+/// values 4c..4c+3 and high nibbles values 16+4c..19+4c; Q5_0: chunk 0 the 8 rows' fifth bits qh,
+/// then Q4_0's 4 chunks); the last rows mod 8 stay row-major after the tiles. The same bytes,
+/// permuted within each tile. Throws fbt::Error for another type.
 void tile8_blocks(uint32_t type, int64_t rows, int64_t cols, uint8_t* data);
 
-/// Block ib of row n of a tile8_blocks matrix, copied to `out` in ggml's layout (34 or 18 bytes).
+/// Block ib of row n of a tile8_blocks matrix, copied to `out` in ggml's layout (34, 18 or 22 bytes).
 void untile8_block(uint32_t type, int64_t rows, int64_t cols, const uint8_t* data, int64_t n, int64_t ib, uint8_t* out);
 
 }  // namespace fbt
