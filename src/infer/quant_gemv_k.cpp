@@ -3,6 +3,7 @@
 // 32, and the dequantising path every format can take.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -53,6 +54,18 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256i sums_u8_i8(__m256i w, __
 __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"))) inline __m512 lane_pair(__m256 v, int i) {
   const __m512i index = _mm512_inserti64x4(_mm512_zextsi256_si512(_mm256_set1_epi32(i)), _mm256_set1_epi32(i + 1), 1);
   return _mm512_permutexvar_ps(index, _mm512_zextps256_ps512(v));
+}
+
+/// The sum of v's 8 lanes, pairwise (reduce8).
+__attribute__((target("avx2,fma,f16c"))) inline float lane_sum(__m256 v) {
+  alignas(32) float a[8];
+  _mm256_store_ps(a, v);
+  return reduce8(a);
+}
+
+/// v's low 8 lanes plus its high 8.
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"))) inline __m256 halves_added(__m512 v) {
+  return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
 }
 
 /// The next tile's NR rows (contiguous) as one stream, at this super-block's progress.
@@ -128,11 +141,8 @@ __attribute__((target("avx2,fma,f16c"))) inline void tile_q4_k(const QuantMatrix
     }
   }
   for (int r = 0; r < NR; ++r)
-    for (int c = 0; c < BC; ++c) {
-      alignas(32) float a[8];
-      _mm256_store_ps(a, _mm256_sub_ps(_mm256_add_ps(even[r][c], odd[r][c]), min[r][c]));
-      y[(b0 + c) * ldy + n + r] = reduce8(a);
-    }
+    for (int c = 0; c < BC; ++c)
+      y[(b0 + c) * ldy + n + r] = lane_sum(_mm256_sub_ps(_mm256_add_ps(even[r][c], odd[r][c]), min[r][c]));
 }
 
 /// The four 32-value blocks k of one half (128 values) of a Q6_K super-block, q (0..63) or, with
@@ -207,11 +217,7 @@ __attribute__((target("avx2,fma,f16c"))) inline void tile_q6_k(const QuantMatrix
     }
   }
   for (int r = 0; r < NR; ++r)
-    for (int c = 0; c < BC; ++c) {
-      alignas(32) float a[8];
-      _mm256_store_ps(a, _mm256_add_ps(even[r][c], odd[r][c]));
-      y[(b0 + c) * ldy + n + r] = reduce8(a);
-    }
+    for (int c = 0; c < BC; ++c) y[(b0 + c) * ldy + n + r] = lane_sum(_mm256_add_ps(even[r][c], odd[r][c]));
 }
 
 // ---- AVX-512 VNNI: two 32-value blocks per 512-bit register and one vpdpbusd. ----
@@ -259,12 +265,8 @@ __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"))) inline void
     }
   }
   for (int r = 0; r < NR; ++r)
-    for (int c = 0; c < BC; ++c) {
-      alignas(32) float a[8];
-      const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][c]), 1));
-      _mm256_store_ps(a, _mm256_sub_ps(_mm256_add_ps(_mm512_castps512_ps256(acc[r][c]), high), min[r][c]));
-      y[(b0 + c) * ldy + n + r] = reduce8(a);
-    }
+    for (int c = 0; c < BC; ++c)
+      y[(b0 + c) * ldy + n + r] = lane_sum(_mm256_sub_ps(halves_added(acc[r][c]), min[r][c]));
 }
 
 /// tile_q6_k on AVX-512 VNNI CPUs: blocks j and j + 1 in one register, q unsigned (0..63) by
@@ -320,12 +322,7 @@ __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"))) inline void
     }
   }
   for (int r = 0; r < NR; ++r)
-    for (int c = 0; c < BC; ++c) {
-      alignas(32) float a[8];
-      const __m256 high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][c]), 1));
-      _mm256_store_ps(a, _mm256_add_ps(_mm512_castps512_ps256(acc[r][c]), high));
-      y[(b0 + c) * ldy + n + r] = reduce8(a);
-    }
+    for (int c = 0; c < BC; ++c) y[(b0 + c) * ldy + n + r] = lane_sum(halves_added(acc[r][c]));
 }
 
 /// One tile of format F: Q4_K or Q6_K, with 512-bit vpdpbusd (VNNI) or AVX2.
@@ -387,25 +384,25 @@ void dequantized_rows(const QuantMatrix& W, const QuantInputs& in, int64_t B, fl
                       int64_t n1, Q8Activations act) {
   const int64_t K = in.K, values = W.block_values(), nb = K / kBlock;
   const uint32_t type = quant_format_ggml_type(W.format());
-  std::vector<float> w(static_cast<size_t>(values));
+  std::vector<float> w(static_cast<size_t>(values)), acc(static_cast<size_t>(8 * B));
   std::vector<uint8_t> block(static_cast<size_t>(W.block_bytes()));
-  for (int64_t n = n0; n < n1; ++n)
-    for (int64_t b = 0; b < B; ++b) {
-      float acc[8] = {};
-      for (int64_t ib = 0; ib < K / values; ++ib) {
-        W.copy_block(n, ib, block.data());
-        dequantize_blocks(type, block.data(), values, w.data());
+  for (int64_t n = n0; n < n1; ++n) {
+    std::fill(acc.begin(), acc.end(), 0.0f);  // input b's 8 partial sums at 8b
+    for (int64_t ib = 0; ib < K / values; ++ib) {
+      W.copy_block(n, ib, block.data());  // dequantised once for every input row
+      dequantize_blocks(type, block.data(), values, w.data());
+      for (int64_t b = 0; b < B; ++b)
         for (int64_t i0 = 0; i0 < values; i0 += kBlock) {  // one activation block
           const int64_t at = b * K + ib * values + i0;
           float s = 0;
           for (int64_t i = 0; i < kBlock; ++i)
             s += w[size_t(i0 + i)] *
                  (act == Q8Activations::Int8 ? float(in.xq[at + i]) * in.dx[at / kBlock] : in.x[at + i]);
-          acc[(at / kBlock - b * nb) % 8] += s;
+          acc[size_t(8 * b + (at / kBlock - b * nb) % 8)] += s;
         }
-      }
-      y[b * ldy + n] = reduce8(acc);
     }
+    for (int64_t b = 0; b < B; ++b) y[b * ldy + n] = reduce8(acc.data() + 8 * b);
+  }
 }
 
 }  // namespace fbt::detail
